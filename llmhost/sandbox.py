@@ -1,0 +1,402 @@
+"""The embedded default target: a Debian 12 LXC system container on a private bridge.
+
+It stands in for a Proxmox LXC serving guest on machines without Proxmox or GPUs. The
+guest has no NAT: it reaches packages only through caching proxies started here on the
+bridge address (apt-cacher-ng for apt, proxpi for PyPI, a static file server for local
+wheels) -- the same path an air-gapped site uses. Works where PID 1 is not systemd: every
+daemon is started by this module and tracked by PID file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STATE_DIR = Path(os.environ.get("LLMHOST_SANDBOX_DIR", REPO_ROOT / ".sandbox"))
+STATE_FILE = STATE_DIR / "state.json"
+
+CONTAINER = os.environ.get("LLMHOST_SANDBOX_NAME", "llmhost-sbx")
+BRIDGE = "llmhbr0"
+BRIDGE_IP = "10.99.0.1"
+GUEST_IP = "10.99.0.12"
+PREFIX = 24
+APT_PROXY_PORT = 3142
+PYPI_PROXY_PORT = 5000
+WHEELS_PORT = 8089
+DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+GUEST_PACKAGES = "python3,openssh-server,ca-certificates"
+
+
+class SandboxError(RuntimeError):
+    """A sandbox step failed; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    """What inventory/sandbox.py needs to reach the guest and its package proxies."""
+
+    name: str
+    ip: str
+    ssh_user: str
+    ssh_key: str
+    apt_proxy: str
+    pypi_index: str
+    find_links: list[str]
+
+
+def log(msg: str) -> None:
+    print(f"[sandbox] {msg}", flush=True)
+
+
+def _run(cmd: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, text=True, capture_output=True, **kw)
+    if check and proc.returncode != 0:
+        raise SandboxError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def debian_mirrors() -> tuple[str, str]:
+    """The host's Debian and security mirror URLs, so the guest uses the same ones."""
+    main, security = DEFAULT_MIRROR, "http://deb.debian.org/debian-security"
+    if DEBIAN_SOURCES.exists():
+        for line in DEBIAN_SOURCES.read_text().splitlines():
+            if line.startswith("URIs:"):
+                uri = line.split(None, 1)[1].strip()
+                if uri.rstrip("/").endswith("-security"):
+                    security = uri
+                else:
+                    main = uri
+    return main, security
+
+
+# --- daemons -------------------------------------------------------------------------------
+
+
+def _pid_alive(pidfile: Path) -> int | None:
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return None
+    return pid
+
+
+def _spawn(name: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
+    pidfile = STATE_DIR / f"{name}.pid"
+    if _pid_alive(pidfile):
+        log(f"{name} already running")
+        return
+    logfile = open(STATE_DIR / f"{name}.log", "ab")  # noqa: SIM115 - handed to the daemon
+    proc = subprocess.Popen(
+        cmd,
+        stdout=logfile,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    pidfile.write_text(str(proc.pid))
+    log(f"started {name} (pid {proc.pid})")
+
+
+def _stop(name: str) -> None:
+    pidfile = STATE_DIR / f"{name}.pid"
+    pid = _pid_alive(pidfile)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        log(f"stopped {name} (pid {pid})")
+    pidfile.unlink(missing_ok=True)
+
+
+def _wait_port(port: int, timeout: float = 30) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(1)
+            if s.connect_ex((BRIDGE_IP, port)) == 0:
+                return
+        time.sleep(0.3)
+    raise SandboxError(f"nothing listens on {BRIDGE_IP}:{port} after {timeout}s (see {STATE_DIR})")
+
+
+def start_apt_proxy() -> None:
+    """apt-cacher-ng with a private config whose Debian backend is the host's mirror."""
+    acng = shutil.which("apt-cacher-ng") or "/usr/sbin/apt-cacher-ng"
+    if not Path(acng).exists():
+        raise SandboxError("apt-cacher-ng is not installed: run `make deps` (apt-get install)")
+    conf = STATE_DIR / "acng"
+    if conf.exists():
+        shutil.rmtree(conf)
+    shutil.copytree("/etc/apt-cacher-ng", conf)
+    main, _ = debian_mirrors()
+    # Its default backend list answered 503 here; the host's own mirror is known to work.
+    (conf / "backends_debian").write_text(main.rstrip("/") + "/\n")
+    cache = STATE_DIR / "acng-cache"
+    cache.mkdir(exist_ok=True)
+    _spawn(
+        "apt-cacher-ng",
+        [
+            acng,
+            "-c",
+            str(conf),
+            "ForeGround=1",
+            f"BindAddress={BRIDGE_IP}",
+            f"Port={APT_PROXY_PORT}",
+            f"CacheDir={cache}",
+            f"LogDir={STATE_DIR}",
+            f"PidFile={STATE_DIR / 'acng-own.pid'}",
+            f"SocketPath={STATE_DIR / 'acng.socket'}",
+        ],
+    )
+    _wait_port(APT_PROXY_PORT)
+
+
+def start_pypi_proxy() -> None:
+    """proxpi, waiting for whole downloads instead of redirecting the guest upstream."""
+    cache = STATE_DIR / "proxpi-cache"
+    cache.mkdir(exist_ok=True)
+    _spawn(
+        "proxpi",
+        [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "proxpi.server",
+            "run",
+            "--host",
+            BRIDGE_IP,
+            "--port",
+            str(PYPI_PROXY_PORT),
+            "--with-threads",
+        ],
+        env={
+            "PROXPI_CACHE_DIR": str(cache),
+            "PROXPI_CACHE_SIZE": str(12 * 1024**3),
+            # The guest cannot follow a redirect to the real index: make proxpi wait.
+            "PROXPI_DOWNLOAD_TIMEOUT": "1800",
+            "PROXPI_READ_TIMEOUT": "120",
+        },
+    )
+    _wait_port(PYPI_PROXY_PORT)
+
+
+def local_wheel_dirs() -> list[Path]:
+    """Wheel folders pip is told about here (PIP_FIND_LINKS), e.g. torch 2.13.0+cpu."""
+    raw = os.environ.get("PIP_FIND_LINKS", "")
+    return [Path(p) for p in raw.split() if p and Path(p).is_dir()]
+
+
+def start_wheel_server() -> list[str]:
+    dirs = local_wheel_dirs()
+    if not dirs:
+        return []
+    _spawn(
+        "wheels",
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(WHEELS_PORT),
+            "--bind",
+            BRIDGE_IP,
+            "--directory",
+            str(dirs[0]),
+        ],
+    )
+    _wait_port(WHEELS_PORT)
+    return [f"http://{BRIDGE_IP}:{WHEELS_PORT}/"]
+
+
+# --- network and container -----------------------------------------------------------------
+
+
+def ensure_bridge() -> None:
+    if _run(["ip", "link", "show", BRIDGE], check=False).returncode != 0:
+        _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        log(f"created bridge {BRIDGE}")
+    addrs = _run(["ip", "-4", "addr", "show", BRIDGE]).stdout
+    if f"{BRIDGE_IP}/{PREFIX}" not in addrs:
+        _run(["ip", "addr", "add", f"{BRIDGE_IP}/{PREFIX}", "dev", BRIDGE])
+    _run(["ip", "link", "set", BRIDGE, "up"])
+
+
+def container_exists() -> bool:
+    return Path(f"/var/lib/lxc/{CONTAINER}/config").exists()
+
+
+def container_running() -> bool:
+    out = _run(["lxc-info", "-n", CONTAINER, "-s"], check=False).stdout
+    return "RUNNING" in out
+
+
+def create_container(key: Path) -> None:
+    conf = STATE_DIR / "lxc.conf"
+    conf.write_text(
+        "lxc.net.0.type = veth\n"
+        f"lxc.net.0.link = {BRIDGE}\n"
+        "lxc.net.0.flags = up\n"
+        f"lxc.net.0.ipv4.address = {GUEST_IP}/{PREFIX}\n"
+        f"lxc.net.0.ipv4.gateway = {BRIDGE_IP}\n"
+        "lxc.apparmor.profile = unconfined\n"
+    )
+    main, security = debian_mirrors()
+    log("creating the Debian 12 container (debootstrap; ~80 s the first time)")
+    t0 = time.monotonic()
+    _run(
+        [
+            "lxc-create",
+            "-n",
+            CONTAINER,
+            "-t",
+            "debian",
+            "-f",
+            str(conf),
+            "--",
+            "-r",
+            "bookworm",
+            f"--mirror={main}",
+            f"--security-mirror={security}",
+            f"--packages={GUEST_PACKAGES}",
+            f"--auth-key={key}.pub",
+        ],
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+    rootfs = Path(f"/var/lib/lxc/{CONTAINER}/rootfs")
+    # LXC already configures eth0; the template's DHCP stanza only adds a 60 s timeout.
+    (rootfs / "etc/network/interfaces").write_text(
+        "auto lo\niface lo inet loopback\nauto eth0\niface eth0 inet manual\n"
+    )
+    # The template writes the pre-bookworm security suite ("bookworm/updates"), which 404s.
+    (rootfs / "etc/apt/sources.list").write_text(
+        f"deb {main} bookworm main\n"
+        f"deb {main} bookworm-updates main\n"
+        f"deb {security} bookworm-security main\n"
+    )
+    log(f"container created in {time.monotonic() - t0:.0f}s")
+
+
+def wait_booted(timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = _run(
+            ["lxc-attach", "-n", CONTAINER, "--", "systemctl", "is-system-running"], check=False
+        ).stdout.strip()
+        if out in ("running", "degraded"):
+            return
+        time.sleep(0.5)
+    raise SandboxError(f"{CONTAINER}: systemd did not reach running within {timeout}s")
+
+
+def wait_ssh(key: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _run(ssh_command(key) + ["true"], check=False).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SandboxError(f"ssh to root@{GUEST_IP} failed for {timeout}s")
+
+
+def ssh_command(key: Path) -> list[str]:
+    return [
+        "ssh",
+        "-i",
+        str(key),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "BatchMode=yes",
+        f"root@{GUEST_IP}",
+    ]
+
+
+def up() -> SandboxState:
+    if os.geteuid() != 0:
+        raise SandboxError("the sandbox needs root (lxc-create, bridges)")
+    for tool in ("lxc-create", "debootstrap", "ip"):
+        if not shutil.which(tool):
+            raise SandboxError(f"{tool} is missing: run `make deps` first")
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    key = STATE_DIR / "id_ed25519"
+    if not key.exists():
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
+    ensure_bridge()
+    start_apt_proxy()
+    start_pypi_proxy()
+    find_links = start_wheel_server()
+    if not container_exists():
+        create_container(key)
+    if not container_running():
+        _run(["lxc-start", "-n", CONTAINER, "-d"])
+        log("container started")
+    wait_booted()
+    wait_ssh(key)
+    state = SandboxState(
+        name=CONTAINER,
+        ip=GUEST_IP,
+        ssh_user="root",
+        ssh_key=str(key),
+        apt_proxy=f"http://{BRIDGE_IP}:{APT_PROXY_PORT}",
+        pypi_index=f"http://{BRIDGE_IP}:{PYPI_PROXY_PORT}/index/",
+        find_links=find_links,
+    )
+    STATE_FILE.write_text(json.dumps(asdict(state), indent=2) + "\n")
+    log(f"guest {CONTAINER} ready at {GUEST_IP}; state in {STATE_FILE}")
+    return state
+
+
+def down() -> None:
+    if container_exists():
+        _run(["lxc-stop", "-n", CONTAINER, "-k"], check=False)
+        _run(["lxc-destroy", "-n", CONTAINER])
+        log(f"destroyed {CONTAINER}")
+    for name in ("wheels", "proxpi", "apt-cacher-ng"):
+        _stop(name)
+    if _run(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
+        _run(["ip", "link", "del", BRIDGE])
+        log(f"removed bridge {BRIDGE}")
+    STATE_FILE.unlink(missing_ok=True)
+
+
+def reboot() -> None:
+    """Stop and start the guest, as a host reboot would (used by the reboot test)."""
+    _run(["lxc-stop", "-n", CONTAINER])
+    _run(["lxc-start", "-n", CONTAINER, "-d"])
+    wait_booted()
+
+
+def status() -> dict:
+    state = json.loads(STATE_FILE.read_text()) if STATE_FILE.exists() else None
+    return {
+        "container": CONTAINER,
+        "exists": container_exists(),
+        "running": container_exists() and container_running(),
+        "daemons": {
+            n: _pid_alive(STATE_DIR / f"{n}.pid") for n in ("apt-cacher-ng", "proxpi", "wheels")
+        },
+        "state": state,
+    }
+
+
+def load_state() -> SandboxState:
+    if not STATE_FILE.exists():
+        raise SandboxError(f"no sandbox state at {STATE_FILE}: run `make sandbox-up` first")
+    return SandboxState(**json.loads(STATE_FILE.read_text()))

