@@ -8,9 +8,9 @@ proxmox_hosts = [
 ]
 
 lxc_guests = [
-    ("llm-lxc.lab.example", {"ssh_user": "root", "vmid": 201}),
+    ("llm-lxc.lab.example", {"ssh_user": "root"}),  # vmid 201 on pve1
 ]
 
 kvm_guests = [
-    ("llm-vm.lab.example", {"ssh_user": "root", "vmid": 301}),
+    ("llm-vm.lab.example", {"ssh_user": "root"}),  # vmid 301 on pve1
 ]

@@ -9,11 +9,48 @@ import sys
 from llmhost import sandbox
 
 
+def ask_sandbox(prompt: str, port: int, max_tokens: int) -> int:
+    """Prove the demo end to end: readiness, then one chat completion, both printed."""
+    import requests
+
+    from llmhost.readiness import probe_once
+
+    state = sandbox.load_state()
+    base = f"http://{state.ip}:{port}"
+    served = requests.get(f"{base}/v1/models", timeout=10).json()["data"][0]["id"]
+    ready = probe_once(base, served)
+    print(f"readiness of {served} at {base}: {'OK' if ready.ready else 'FAILED'} - {ready.detail}")
+    if not ready.ready:
+        return 1
+    resp = requests.post(
+        f"{base}/v1/chat/completions",
+        json={
+            "model": served,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        },
+        timeout=120,
+    )
+    resp.raise_for_status()
+    body = resp.json()
+    print(f"prompt: {prompt}")
+    print(
+        f"completion ({body['usage']['completion_tokens']} tokens, random-weight model): "
+        f"{body['choices'][0]['message']['content']!r}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llmhost", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sbx = sub.add_parser("sandbox", help="the local Debian 12 LXC guest")
     sbx.add_argument("action", choices=["up", "down", "status", "reboot"])
+    ask = sub.add_parser("ask", help="send one chat message to the sandbox's served model")
+    ask.add_argument("prompt")
+    ask.add_argument("--port", type=int, default=8000)
+    ask.add_argument("--max-tokens", type=int, default=32)
     args = parser.parse_args(argv)
     try:
         if args.command == "sandbox":
@@ -25,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                 sandbox.reboot()
             else:
                 print(json.dumps(sandbox.status(), indent=2))
+        elif args.command == "ask":
+            return ask_sandbox(args.prompt, args.port, args.max_tokens)
     except sandbox.SandboxError as exc:
         print(f"llmhost: {exc}", file=sys.stderr)
         return 1

@@ -125,6 +125,15 @@ class GuestConfig(Strict):
     models_dir: AbsPath = "/srv/llmhost/models"
     cpu_threads_bind: str | None = None
 
+    @field_validator("served_model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        # Checked per field so it is reported beside other bad fields, not after them.
+        profile = load_catalog().get(value)
+        if profile is None or profile.draft_only:
+            raise ValueError(f"unknown model {value!r}; allowed: {', '.join(servable_models())}")
+        return value
+
     @field_validator("bind_address")
     @classmethod
     def _ip(cls, value: str) -> str:
@@ -207,7 +216,7 @@ class GuestConfig(Strict):
 
 
 # Fields pyinfra itself reads from host.data (connectors, sudo, ...): never ours to judge.
-PYINFRA_DATA_PREFIXES = ("ssh_", "_", "lxc_", "docker_", "chroot_", "local_", "winrm_")
+PYINFRA_DATA_PREFIXES = ("ssh_", "_", "docker_", "chroot_", "local_", "winrm_", "podman_")
 
 
 def _format_errors(host_name: str, exc: ValidationError, data: dict[str, Any]) -> str:

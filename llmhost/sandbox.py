@@ -290,6 +290,33 @@ def create_container(key: Path) -> None:
     log(f"container created in {time.monotonic() - t0:.0f}s")
 
 
+def authorize_key(key: Path) -> None:
+    """A guest kept from an earlier checkout still lets this checkout's key in."""
+    ssh_dir = Path(f"/var/lib/lxc/{CONTAINER}/rootfs/root/.ssh")
+    ssh_dir.mkdir(mode=0o700, exist_ok=True)
+    auth = ssh_dir / "authorized_keys"
+    pub = Path(f"{key}.pub").read_text().strip()
+    existing = auth.read_text().splitlines() if auth.exists() else []
+    if pub not in existing:
+        auth.write_text("\n".join([*existing, pub]) + "\n")
+        auth.chmod(0o600)
+
+
+def write_ssh_config(key: Path) -> Path:
+    """For ssh, testinfra (--ssh-config) and people: `ssh -F .sandbox/ssh_config sandbox`."""
+    path = STATE_DIR / "ssh_config"
+    path.write_text(
+        f"Host sandbox {GUEST_IP}\n"
+        f"    HostName {GUEST_IP}\n"
+        "    User root\n"
+        f"    IdentityFile {key}\n"
+        "    StrictHostKeyChecking no\n"
+        "    UserKnownHostsFile /dev/null\n"
+        "    LogLevel ERROR\n"
+    )
+    return path
+
+
 def wait_booted(timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -344,6 +371,7 @@ def up() -> SandboxState:
     find_links = start_wheel_server()
     if not container_exists():
         create_container(key)
+    authorize_key(key)
     if not container_running():
         _run(["lxc-start", "-n", CONTAINER, "-d"])
         log("container started")
@@ -358,6 +386,7 @@ def up() -> SandboxState:
         pypi_index=f"http://{BRIDGE_IP}:{PYPI_PROXY_PORT}/index/",
         find_links=find_links,
     )
+    write_ssh_config(key)
     STATE_FILE.write_text(json.dumps(asdict(state), indent=2) + "\n")
     log(f"guest {CONTAINER} ready at {GUEST_IP}; state in {STATE_FILE}")
     return state

@@ -1,0 +1,87 @@
+"""No-op converge time of deploys/serve.py on the converged sandbox guest.
+
+Printed as a ratio to `pyinfra <guest> exec -- true` (connect + one command) measured in
+the same run, so the figure says what the deploy's fact gathering and checks cost over
+pyinfra's own floor, independent of how fast this machine is today.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from llmhost.sandbox import load_state  # noqa: E402
+
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+RUNS = 3
+
+
+def timed(args: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run([PYINFRA, "-y", *args], cwd=REPO, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"pyinfra {' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr}")
+    return elapsed
+
+
+def git_sha() -> str:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def main() -> int:
+    state = load_state()
+    floor_args = [
+        state.ip,
+        "--ssh-user",
+        "root",
+        "--ssh-key",
+        state.ssh_key,
+        "--data",
+        "ssh_strict_host_key_checking=no",
+        "--data",
+        "ssh_known_hosts_file=/dev/null",
+        "exec",
+        "--",
+        "true",
+    ]
+    serve_args = ["inventory/sandbox.py", "deploys/serve.py"]
+    timed(serve_args)  # warm-up: converge first, so the measured runs are no-ops
+    floor = [timed(floor_args) for _ in range(RUNS)]
+    serve = [timed(serve_args) for _ in range(RUNS)]
+    ratio = statistics.median(serve) / statistics.median(floor)
+    result = {
+        "benchmark": "converge",
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_sha": git_sha(),
+        "machine": platform.node(),
+        "runs": RUNS,
+        "serve_noop_s": serve,
+        "exec_true_s": floor,
+        "serve_noop_median_s": statistics.median(serve),
+        "exec_true_median_s": statistics.median(floor),
+        "ratio": round(ratio, 2),
+    }
+    out_dir = REPO / "benchmarks" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    (out_dir / f"converge-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"converge: serve.py no-op {result['serve_noop_median_s']:.2f}s vs exec -- true "
+        f"{result['exec_true_median_s']:.2f}s = {ratio:.2f}x (median of {RUNS})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

