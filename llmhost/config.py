@@ -124,6 +124,7 @@ class GuestConfig(Strict):
     root_dir: AbsPath = "/opt/llmhost"
     models_dir: AbsPath = "/srv/llmhost/models"
     cpu_threads_bind: str | None = None
+    cleanup_force: bool = False  # deploys/cleanup.py: also kill holders outside the scope
 
     @field_validator("served_model")
     @classmethod

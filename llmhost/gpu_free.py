@@ -189,6 +189,26 @@ def find_holders() -> dict[int, Proc]:
     return found
 
 
+def unit_cgroup(pid: int | str) -> str | None:
+    """The llmhost-*.service cgroup a process runs in, if any (cgroup v1 name=systemd or v2)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        m = re.search(r"/(llmhost-[^/]+\.service)(/|$)", line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def served_by_live_unit(proc: Proc) -> str | None:
+    """Processes of another llmhost unit are systemd's to manage, not leftovers."""
+    unit = unit_cgroup(proc.pid)
+    return unit if unit and unit != unit_cgroup("self") else None
+
+
 def in_scope(proc: Proc, user: str | None) -> bool:
     return bool(
         (user and proc.user == user)
@@ -265,6 +285,10 @@ def free_gpus(
     report.found = list(holders.values())
     targets = []
     for proc in holders.values():
+        live = served_by_live_unit(proc)
+        if live and not force:
+            log(f"keep pid {proc.pid} ({proc.comm}): served by running unit {live}")
+            continue
         scoped = force or in_scope(proc, user)
         log(
             f"{'kill' if scoped else 'LEAVE'} pid {proc.pid} ({proc.comm}, user {proc.user}): "

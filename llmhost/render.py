@@ -161,6 +161,12 @@ def unit_env(cfg: GuestConfig, model: str) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
+def gpu_free_command(cfg: GuestConfig, force: bool = False) -> list[str]:
+    """The one cleanup code path (llmhost/gpu_free.py) as the guest runs it."""
+    argv = ["/usr/bin/python3", f"{cfg.root_dir}/bin/gpu_free.py", "--user", cfg.service_user]
+    return argv + (["--force"] if force else [])
+
+
 def exec_lines(argv: list[str]) -> list[str]:
     """ExecStart as lines: the program up to `serve`, then one flag (with its value) a line."""
     split = argv.index("serve") + 1
@@ -185,6 +191,7 @@ def render_unit(cfg: GuestConfig, model: str, port: int) -> str:
         paths=paths,
         exec_start=exec_lines(vllm_command(cfg, model, port)),
         state_dir=f"{cfg.root_dir}/state",
+        gpu_free=" ".join(gpu_free_command(cfg)),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 from urllib.parse import urlparse
 
 from pyinfra.api import deploy
@@ -12,6 +13,8 @@ from pyinfra.operations import files, pip
 from llmhost.config import GuestConfig
 from llmhost.operations.venv import uv_venv
 from llmhost.render import render_entry_shim
+
+GPU_FREE = Path(__file__).resolve().parent.parent / "gpu_free.py"
 
 # Kept out of the CPU venv: PyPI's CUDA builds of these break `import transformers` against
 # torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).
@@ -68,6 +71,12 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         name="vLLM entry shim",
         src=StringIO(render_entry_shim()),
         dest=f"{cfg.root_dir}/bin/vllm-entry",
+        mode="755",
+    )
+    files.put(
+        name="GPU cleanup script (unit hooks, deploys/cleanup.py)",
+        src=str(GPU_FREE),
+        dest=f"{cfg.root_dir}/bin/gpu_free.py",
         mode="755",
     )
     return venv, shim

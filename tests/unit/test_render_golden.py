@@ -68,6 +68,8 @@ def test_unit_restarts_always_and_kills_the_whole_cgroup() -> None:
         "User=vllm",
         "LimitNOFILE=1048576",
         "EnvironmentFile=/etc/llmhost/llmhost-kimi-k2.5-int4.env",
+        "ExecStartPre=+/usr/bin/python3 /opt/llmhost/bin/gpu_free.py --user vllm",
+        "ExecStopPost=+/usr/bin/python3 /opt/llmhost/bin/gpu_free.py --user vllm",
     ]:
         assert f"\n{line}\n" in unit
 

@@ -1,0 +1,33 @@
+"""Free the GPUs from leftover vLLM workers, on any guest, and verify memory is back.
+
+    pyinfra inventory/lab.py deploys/cleanup.py
+    pyinfra inventory/lab.py deploys/cleanup.py --data cleanup_force=true   # kill any holder
+
+Processes of running llmhost units are left to systemd; holders outside the service user
+and vLLM are reported, not killed, unless cleanup_force is set.
+"""
+
+from pyinfra import host, logger
+from pyinfra.operations import files, python, server
+
+from llmhost import config
+from llmhost.render import gpu_free_command
+from llmhost.tasks.uv_vllm import GPU_FREE
+
+cfg = config.load_guest(host)
+
+files.put(
+    name="GPU cleanup script", src=str(GPU_FREE), dest=f"{cfg.root_dir}/bin/gpu_free.py", mode="755"
+)
+cleanup = server.shell(
+    name="free the GPUs (SIGTERM, SIGKILL, verify memory.used)",
+    commands=[" ".join(gpu_free_command(cfg, force=cfg.cleanup_force))],
+)
+
+
+def report() -> None:
+    for line in cleanup.stdout_lines:
+        logger.info(f"{host.print_prefix}{line}")
+
+
+python.call(name="cleanup report", function=report)
