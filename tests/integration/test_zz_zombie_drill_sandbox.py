@@ -34,13 +34,15 @@ def test_sigkilled_server_leaves_orphans_that_cleanup_kills(sandbox: SandboxStat
     paths = unit_paths(cfg, cfg.served_model)
     base = f"http://{sandbox.ip}:{cfg.port}"
     sh(sandbox, f"systemctl stop {paths.unit_name}")
+    user = cfg.service_user
     argv = " ".join(shlex.quote(a) for a in vllm_command(cfg, cfg.served_model, cfg.port))
     sh(
         sandbox,
         (
             f"cd {cfg.root_dir}/state; set -a; . {paths.env_file}; set +a; "
-            f"export HOME=/var/lib/llmhost USER={cfg.service_user} LOGNAME={cfg.service_user}; setsid setpriv --reuid {cfg.service_user} "
-            f"--regid {cfg.service_user} --init-groups {argv} > /tmp/llmhost-drill.log 2>&1 "
+            f"export HOME=/var/lib/llmhost USER={user} LOGNAME={user}; "
+            f"setsid setpriv --reuid {user} --regid {user} --init-groups {argv} "
+            "> /tmp/llmhost-drill.log 2>&1 "
             "< /dev/null &"
         ),
     )
