@@ -120,6 +120,14 @@ def _stop(name: str) -> None:
     pidfile.unlink(missing_ok=True)
 
 
+def _check_alive(name: str) -> None:
+    """A daemon that died at once (port taken by a stale copy, bad config) is an error."""
+    time.sleep(0.5)
+    if not _pid_alive(STATE_DIR / f"{name}.pid"):
+        tail = (STATE_DIR / f"{name}.log").read_text(errors="replace")[-800:]
+        raise SandboxError(f"{name} exited right after start; its log ends:\n{tail}")
+
+
 def _wait_port(port: int, timeout: float = 30) -> None:
     import socket
 
@@ -163,6 +171,7 @@ def start_apt_proxy() -> None:
         ],
     )
     _wait_port(APT_PROXY_PORT)
+    _check_alive("apt-cacher-ng")
 
 
 def start_pypi_proxy() -> None:
@@ -193,6 +202,7 @@ def start_pypi_proxy() -> None:
         },
     )
     _wait_port(PYPI_PROXY_PORT)
+    _check_alive("proxpi")
 
 
 def local_wheel_dirs() -> list[Path]:
@@ -219,6 +229,7 @@ def start_wheel_server() -> list[str]:
         ],
     )
     _wait_port(WHEELS_PORT)
+    _check_alive("wheels")
     return [f"http://{BRIDGE_IP}:{WHEELS_PORT}/"]
 
 
