@@ -1,0 +1,72 @@
+"""Facts about the host's NVIDIA plumbing, parsed from real captures (tests/fixtures/h200)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pyinfra.api import FactBase
+
+NVIDIA_DEVICE_NAMES = ("nvidia", "nvidia-uvm", "nvidia-caps")
+
+
+def parse_proc_devices(lines: Iterable[str]) -> dict[str, int]:
+    """Character-device majors from /proc/devices: the nvidia-uvm one is dynamic, never fixed."""
+    majors: dict[str, int] = {}
+    in_char = False
+    for line in lines:
+        if line.startswith("Character devices"):
+            in_char = True
+            continue
+        if line.startswith("Block devices"):
+            in_char = False
+        m = re.match(r"^\s*(\d+)\s+(\S+)\s*$", line)
+        if in_char and m:
+            majors.setdefault(m.group(2), int(m.group(1)))
+    return majors
+
+
+class DeviceMajors(FactBase[dict[str, int]]):
+    """{name: major} of character devices (e.g. nvidia 195, nvidia-uvm 238 on the H200 box)."""
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
+
+    def command(self) -> str:
+        return "cat /proc/devices"
+
+    def process(self, output: Iterable[str]) -> dict[str, int]:
+        return parse_proc_devices(output)
+
+
+class NvidiaDeviceNodes(FactBase[list[str]]):
+    """/dev/nvidia* nodes present (files, not the nvidia-caps directory)."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self) -> str:
+        return "find /dev -maxdepth 2 -name 'nvidia*' -type c 2>/dev/null | sort || true"
+
+    def process(self, output: Iterable[str]) -> list[str]:
+        return [line.strip() for line in output if line.strip()]
+
+
+def parse_driver_version(text: str) -> str | None:
+    """/proc/driver/nvidia/version -> '580.159.04'."""
+    m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else None
+
+
+class HostDriverVersion(FactBase[str | None]):
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self) -> str:
+        return "cat /proc/driver/nvidia/version 2>/dev/null || true"
+
+    def process(self, output: Iterable[str]) -> str | None:
+        return parse_driver_version("\n".join(output))
