@@ -8,17 +8,15 @@ and vLLM are reported, not killed, unless cleanup_force is set.
 """
 
 from pyinfra import host, logger
-from pyinfra.operations import files, python, server
+from pyinfra.operations import python, server
 
 from llmhost import config
 from llmhost.render import gpu_free_command
-from llmhost.tasks.uv_vllm import GPU_FREE
+from llmhost.tasks.uv_vllm import install_gpu_free
 
 cfg = config.load_guest(host)
 
-files.put(
-    name="GPU cleanup script", src=str(GPU_FREE), dest=f"{cfg.root_dir}/bin/gpu_free.py", mode="755"
-)
+install_gpu_free(cfg)
 cleanup = server.shell(
     name="free the GPUs (SIGTERM, SIGKILL, verify memory.used)",
     commands=[" ".join(gpu_free_command(cfg, force=cfg.cleanup_force))],

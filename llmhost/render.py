@@ -161,9 +161,13 @@ def unit_env(cfg: GuestConfig, model: str) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
+def gpu_free_path(cfg: GuestConfig) -> str:
+    return f"{cfg.root_dir}/bin/gpu_free.py"
+
+
 def gpu_free_command(cfg: GuestConfig, force: bool = False) -> list[str]:
     """The one cleanup code path (llmhost/gpu_free.py) as the guest runs it."""
-    argv = ["/usr/bin/python3", f"{cfg.root_dir}/bin/gpu_free.py", "--user", cfg.service_user]
+    argv = ["/usr/bin/python3", gpu_free_path(cfg), "--user", cfg.service_user]
     return argv + (["--force"] if force else [])
 
 

@@ -12,7 +12,7 @@ from pyinfra.operations import files, pip
 
 from llmhost.config import GuestConfig
 from llmhost.operations.venv import uv_venv
-from llmhost.render import render_entry_shim
+from llmhost.render import gpu_free_path, render_entry_shim
 
 GPU_FREE = Path(__file__).resolve().parent.parent / "gpu_free.py"
 
@@ -73,10 +73,15 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         dest=f"{cfg.root_dir}/bin/vllm-entry",
         mode="755",
     )
-    files.put(
+    install_gpu_free(cfg)
+    return venv, shim
+
+
+def install_gpu_free(cfg: GuestConfig) -> OperationMeta:
+    """The cleanup script the unit hooks and deploys/cleanup.py run on the guest."""
+    return files.put(
         name="GPU cleanup script (unit hooks, deploys/cleanup.py)",
         src=str(GPU_FREE),
-        dest=f"{cfg.root_dir}/bin/gpu_free.py",
+        dest=gpu_free_path(cfg),
         mode="755",
     )
-    return venv, shim

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llmhost.sandbox import STATE_DIR, SandboxState, load_state
+from llmhost.sandbox import STATE_DIR, SandboxState, load_state, ssh_command
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -37,6 +37,17 @@ def pyinfra(*args: str, timeout: int = 1500) -> Run:
     out = proc.stdout + proc.stderr
     (logs / f"pyinfra-{int(time.time())}.log").write_text(out)
     return Run(proc.returncode, out, time.monotonic() - start)
+
+
+def guest_sh(sandbox: SandboxState, command: str, check: bool = True) -> str:
+    """Run a shell command in the sandbox guest over ssh; its stdout, stripped."""
+    return subprocess.run(
+        ssh_command(Path(sandbox.ssh_key)) + [command],
+        text=True,
+        capture_output=True,
+        check=check,
+        timeout=120,
+    ).stdout.strip()
 
 
 @pytest.fixture(scope="session")

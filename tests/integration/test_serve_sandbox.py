@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
 
 import requests
 
-from llmhost.sandbox import SandboxState, ssh_command
-from tests.integration.conftest import pyinfra
+from llmhost.sandbox import SandboxState
+from tests.integration.conftest import guest_sh, pyinfra
 
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")
-
-
-def guest(sandbox: SandboxState, command: str) -> str:
-    from pathlib import Path
-
-    return subprocess.run(
-        ssh_command(Path(sandbox.ssh_key)) + [command], text=True, capture_output=True, check=True
-    ).stdout
 
 
 def results_rows(output: str) -> dict[str, tuple[str, str, str]]:
@@ -68,11 +59,11 @@ def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxS
         "sha256sum /etc/systemd/system/llmhost-*.service /etc/llmhost/*.env; "
         "systemctl show -p ActiveEnterTimestamp,NRestarts llmhost-tiny-llama.service"
     )
-    before = guest(sandbox, snapshot)
+    before = guest_sh(sandbox, snapshot)
     run = pyinfra(*SERVE, "--data", "served_model=kimi-k3", "--data", "port=eighty")
     assert run.rc != 0
     assert f"invalid group_data for host '{sandbox.ip}'" in run.output, run.tail()
     assert "served_model: unknown model 'kimi-k3'; allowed:" in run.output
     assert "port: got 'eighty'" in run.output
     assert "Starting operation" not in run.output, "an operation ran despite bad data"
-    assert guest(sandbox, snapshot) == before
+    assert guest_sh(sandbox, snapshot) == before

@@ -5,28 +5,17 @@ finds and kills them, the port is free, and the service comes back through serve
 from __future__ import annotations
 
 import shlex
-import subprocess
 import time
-from pathlib import Path
 
 from llmhost.config import load_guest
 from llmhost.inventory import get_host
 from llmhost.readiness import probe_once
 from llmhost.render import unit_paths, vllm_command
-from llmhost.sandbox import SandboxState, ssh_command
+from llmhost.sandbox import SandboxState
+from tests.integration.conftest import guest_sh as sh
 from tests.integration.conftest import pyinfra
 
 ORPHANS = "ps -eo pid=,ppid=,comm= | awk '$2==1 && $3 ~ /^VLLM::/ {print $1, $3}'"
-
-
-def sh(sandbox: SandboxState, command: str, check: bool = True) -> str:
-    return subprocess.run(
-        ssh_command(Path(sandbox.ssh_key)) + [command],
-        text=True,
-        capture_output=True,
-        check=check,
-        timeout=120,
-    ).stdout.strip()
 
 
 def test_sigkilled_server_leaves_orphans_that_cleanup_kills(sandbox: SandboxState) -> None:
