@@ -32,6 +32,8 @@ class SpeculativeConfig(Strict):
     draft: str | None = None
     prompt_lookup_max: int | None = Field(default=None, ge=1, le=16)
     prompt_lookup_min: int | None = Field(default=None, ge=1, le=16)
+    # The draft gate: with the draft, output tok/s must reach (1 - ab_tolerance) x without.
+    ab_tolerance: float = Field(default=0.0, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _draft_matches_method(self) -> SpeculativeConfig:
@@ -52,6 +54,54 @@ class BenchProfile(Strict):
     output_len: int = Field(ge=1)
     tolerance: float = Field(ge=0, lt=1)
     baselines: dict[int, float]
+    # Requests per concurrency level: max(min_prompts, prompts_per_concurrency x c).
+    prompts_per_concurrency: int = Field(default=4, ge=1)
+    min_prompts: int = Field(default=8, ge=1)
+    warmup_requests: int = Field(default=2, ge=0)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _baselines_sane(self) -> BenchProfile:
+        if not self.baselines:
+            raise ValueError("baselines: give at least one concurrency: tok/s pair")
+        for conc, tok_s in self.baselines.items():
+            if conc < 1 or tok_s <= 0:
+                raise ValueError(f"baselines: {conc} = {tok_s}: need concurrency >= 1, tok/s > 0")
+        return self
+
+    def num_prompts(self, concurrency: int) -> int:
+        return max(self.min_prompts, self.prompts_per_concurrency * concurrency)
+
+
+class GoldenAnswer(Strict):
+    """A prompt whose greedy completion must contain `expect` (case-insensitive)."""
+
+    prompt: str = Field(min_length=1)
+    expect: str = Field(min_length=1)
+
+
+class CorrectnessProfile(Strict):
+    """What proves the engine computes the model, before any throughput number counts.
+
+    `reference = "transformers"`: each served greedy token must be transformers' greedy
+    token of the same weights (run on the guest). `golden`: answers stored with the
+    profile. `degenerate_check`: empty, one-character runs, endless loops fail; off only for
+    random-weight models, whose text is noise by construction.
+    """
+
+    prompts: tuple[str, ...] = ()
+    golden: tuple[GoldenAnswer, ...] = ()
+    max_tokens: int = Field(default=32, ge=1, le=4096)
+    reference: Literal["transformers"] | None = None
+    degenerate_check: bool = True
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> CorrectnessProfile:
+        if not self.prompts and not self.golden:
+            raise ValueError("correctness needs prompts or golden answers")
+        if self.reference and not self.prompts:
+            raise ValueError("reference = 'transformers' compares on 'prompts'; give some")
+        return self
 
 
 class ModelProfile(Strict):
@@ -61,7 +111,9 @@ class ModelProfile(Strict):
     source: Literal["hub", "local-build"]
     hf_repo: str | None = None
     revision: str | None = None
-    build: Literal["tiny-llama", "tiny-llama-draft"] | None = None
+    build: (
+        Literal["tiny-llama", "tiny-llama-draft", "tiny-llama-draft-same", "tiny-eagle3"] | None
+    ) = None
     draft_only: bool = False
     served_name: str | None = None
     tensor_parallel_size: int = Field(default=1, ge=1)
@@ -80,6 +132,7 @@ class ModelProfile(Strict):
     disk_gb: int = Field(default=1, ge=0)
     speculative: SpeculativeConfig | None = None
     bench: BenchProfile | None = None
+    correctness: CorrectnessProfile | None = None
 
     @model_validator(mode="after")
     def _source_fields(self) -> ModelProfile:

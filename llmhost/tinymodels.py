@@ -30,7 +30,13 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 SHAPES: dict[str, tuple[int, int, int, int, int, int]] = {
     "tiny-llama": (2, 128, 4, 2, 512, 0),
     "tiny-llama-draft": (1, 64, 2, 1, 256, 1),
+    # Same shape and seed as tiny-llama: byte-identical weights, a draft accepted 100%.
+    "tiny-llama-draft-same": (2, 128, 4, 2, 512, 0),
 }
+# An EAGLE-3 head for tiny-llama with random weights: it must never pay (0% acceptance).
+EAGLE3_KIND = "tiny-eagle3"
+EAGLE3_TARGET = "tiny-llama"
+EAGLE3_SEED = 2
 
 
 def corpus_files() -> list[Path]:
@@ -96,9 +102,77 @@ def build_model(kind: str, out: Path, tokenizer_dir: Path) -> None:
     tmp.rename(out)
 
 
+def build_eagle3(out: Path, tokenizer_dir: Path) -> None:
+    """A random EAGLE-3 head in the checkpoint layout vLLM's llama_eagle3 loads.
+
+    One decoder layer ("midlayer") whose attention reads [embeddings, hidden] (2H wide), an
+    `fc` folding three auxiliary hidden states (3H) to H, its own norm and lm_head; the
+    token embeddings are shared with the target. The target has only 2 layers, so the aux
+    layer ids must be given: vLLM's default (2, L//2, L-3) is invalid for it.
+    """
+    import torch
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig, PreTrainedTokenizerFast
+
+    layers, hidden, heads, kv_heads, inter, _ = SHAPES[EAGLE3_TARGET]
+    head_dim = hidden // heads
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
+    vocab = len(tokenizer)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=1,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    config.architectures = ["LlamaForCausalLMEagle3"]
+    config.eagle_aux_hidden_state_layer_ids = list(range(layers + 1))
+    config.draft_vocab_size = vocab
+    gen = torch.Generator().manual_seed(EAGLE3_SEED)
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=gen) * 0.02).to(torch.bfloat16)
+
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n, dtype=torch.bfloat16)
+
+    weights = {
+        "midlayer.input_layernorm.weight": ones(hidden),
+        "midlayer.hidden_norm.weight": ones(hidden),
+        "midlayer.post_attention_layernorm.weight": ones(hidden),
+        "midlayer.self_attn.q_proj.weight": rand(heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": rand(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": rand(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": rand(hidden, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": rand(inter, hidden),
+        "midlayer.mlp.up_proj.weight": rand(inter, hidden),
+        "midlayer.mlp.down_proj.weight": rand(hidden, inter),
+        "fc.weight": rand(hidden, 3 * hidden),
+        "norm.weight": ones(hidden),
+        "lm_head.weight": rand(vocab, hidden),
+    }
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    config.save_pretrained(tmp)
+    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer.save_pretrained(tmp)
+    (tmp / "llmhost-build.json").write_text(
+        json.dumps({"kind": EAGLE3_KIND, "seed": EAGLE3_SEED}) + "\n"
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--kind", choices=sorted([*SHAPES, EAGLE3_KIND]), required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     tokenizer_dir = args.out.parent / ".tiny-tokenizer"
@@ -106,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"training tokenizer into {tokenizer_dir}", flush=True)
         build_tokenizer(tokenizer_dir)
     print(f"building {args.kind} into {args.out}", flush=True)
-    build_model(args.kind, args.out, tokenizer_dir)
+    if args.kind == EAGLE3_KIND:
+        build_eagle3(args.out, tokenizer_dir)
+    else:
+        build_model(args.kind, args.out, tokenizer_dir)
     return 0
 
 

