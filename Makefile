@@ -8,10 +8,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYINFRA := $(VENV)/bin/pyinfra
 SANDBOX_IP := 10.99.0.12
+STANDIN_IP := 10.99.0.13
+PYTEST := $(PY) -m pytest -p no:cacheprovider
 APT_PACKAGES := lxc lxc-templates debootstrap rsync wget openssh-client iptables \
 	apt-cacher-ng python3 python3-venv ca-certificates
 
-.PHONY: deps sandbox-up sandbox-down sandbox-status serve demo test test-unit lint converge-bench
+.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down serve host demo \
+	test test-unit test-vm bench lint
 
 deps: $(VENV)/.synced
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { \
@@ -37,16 +40,40 @@ sandbox-down:
 sandbox-status:
 	$(PY) -m llmhost.cli sandbox status
 
+# A second container standing in for the Proxmox host (its files; H200 captures for facts).
+standin-up: sandbox-up
+	$(PY) -m llmhost.cli standin up
+
+standin-down:
+	$(PY) -m llmhost.cli standin down
+
+host: standin-up
+	$(PYINFRA) -y inventory/standin.py deploys/host.py
+
 serve: sandbox-up
 	$(PYINFRA) -y inventory/sandbox.py deploys/serve.py
 
 demo: serve
 	$(PY) -m llmhost.cli ask "Write one line about GPUs."
 
-test: sandbox-up
-	$(PY) -m pytest -p no:cacheprovider -v tests/unit tests/integration tests/state \
+test: sandbox-up standin-up
+	$(PYTEST) -v tests/unit tests/integration tests/state/guest \
 	  --hosts=ssh://$(SANDBOX_IP) --ssh-config=.sandbox/ssh_config
+	$(PYTEST) -v tests/state/host --hosts=ssh://$(STANDIN_IP) --ssh-config=.sandbox/ssh_config
+	$(MAKE) --no-print-directory bench
+	$(MAKE) --no-print-directory test-vm
+
+# deploys/host.py on a Debian 12 VM booted through GRUB under QEMU TCG: real update-grub,
+# real reboots, /proc/cmdline, sysctl and lsmod checked after each. About 10 minutes.
+test-vm: sandbox-up
+	tests/vm/build_vm.sh stop
+	tests/vm/build_vm.sh build
+	tests/vm/build_vm.sh start
+	$(PYTEST) -v tests/vm; rc=$$?; tests/vm/build_vm.sh stop; exit $$rc
+
+bench: sandbox-up
 	$(PY) benchmarks/converge.py
+	$(PY) benchmarks/bench_fidelity.py
 
 test-unit: deps
 	$(PY) -m pytest -q tests/unit

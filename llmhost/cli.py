@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sbx = sub.add_parser("sandbox", help="the local Debian 12 LXC guest")
     sbx.add_argument("action", choices=["up", "down", "status", "reboot"])
+    pve = sub.add_parser("standin", help="a container standing in for a Proxmox host")
+    pve.add_argument("action", choices=["up", "down", "reset"])
     ask = sub.add_parser("ask", help="send one chat message to the sandbox's served model")
     ask.add_argument("prompt")
     ask.add_argument("--port", type=int, default=8000)
@@ -62,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
                 sandbox.reboot()
             else:
                 print(json.dumps(sandbox.status(), indent=2))
+        elif args.command == "standin":
+            from llmhost import standin
+
+            {"up": standin.up, "down": standin.down, "reset": standin.reset}[args.action]()
         elif args.command == "ask":
             return ask_sandbox(args.prompt, args.port, args.max_tokens)
     except sandbox.SandboxError as exc:

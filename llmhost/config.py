@@ -73,8 +73,14 @@ class PackageSources(Strict):
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     apt_proxy: str | None = None
+    # NVIDIA's driver installer ({version} filled in) and CUDA apt repository (Debian 12).
+    nvidia_driver_url: str = (
+        "https://download.nvidia.com/XFree86/Linux-x86_64/{version}/"
+        "NVIDIA-Linux-x86_64-{version}.run"
+    )
+    cuda_apt_repo: str = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
 
-    @field_validator("index_url", "apt_proxy")
+    @field_validator("index_url", "apt_proxy", "nvidia_driver_url", "cuda_apt_repo")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^(https?|file)://\S+$", value):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from llmhost.config import VERSION_RE, Strict
+from llmhost.config import VERSION_RE, AbsPath, Strict
 
 KERNEL_PARAM_RE = re.compile(r"^[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.,:\-/]+)?$")
 PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
@@ -33,6 +33,19 @@ class KvmGuestRef(Strict):
         return values
 
 
+class StandIn(Strict):
+    """A container standing in for a Proxmox host (tests, demos): never a real site.
+
+    Facts that need NVIDIA hardware (/proc/devices, /dev/nvidia*, the driver version, the
+    running cmdline) are read under `fact_root`, where captures of a real host were put,
+    and commands that need Proxmox or NVIDIA (pct, qm, proxmox-boot-tool, update-grub,
+    update-initramfs, nvidia-persistenced) are appended to `command_log`, not executed.
+    """
+
+    fact_root: AbsPath
+    command_log: AbsPath = "/var/log/llmhost/not-executed.log"
+
+
 class ProxmoxHostConfig(Strict):
     host_name: str
     host_profile: Literal["lxc-p2p", "kvm-vfio"]
@@ -45,6 +58,9 @@ class ProxmoxHostConfig(Strict):
     gpu_pci_ids: tuple[str, ...] = ()
     lxc_guests: tuple[LxcGuestRef, ...] = ()
     kvm_guests: tuple[KvmGuestRef, ...] = ()
+    # Seconds to wait for the host to come back after a reboot this deploy asked for.
+    reboot_timeout_s: int = Field(default=900, ge=60)
+    stand_in: StandIn | None = None
 
     @field_validator("kernel_params", "kernel_params_absent")
     @classmethod
@@ -74,3 +90,30 @@ class ProxmoxHostConfig(Strict):
             if re.search(r"[\s'\"]", str(value).strip()):
                 raise ValueError(f"{key}: value {value!r} must not contain spaces or quotes")
         return values
+
+    @field_validator("lxc_guests", "kvm_guests")
+    @classmethod
+    def _unique_vmids(cls, values: tuple) -> tuple:
+        seen: set[int] = set()
+        for guest in values:
+            if guest.vmid in seen:
+                raise ValueError(f"vmid {guest.vmid} is listed twice")
+            seen.add(guest.vmid)
+        return values
+
+    @model_validator(mode="after")
+    def _profile_needs(self) -> ProxmoxHostConfig:
+        if self.host_profile == "kvm-vfio" and not self.gpu_pci_ids:
+            raise ValueError("gpu_pci_ids: kvm-vfio binds the GPUs to vfio-pci by id; give them")
+        if self.host_profile == "lxc-p2p":
+            for i, vm in enumerate(self.kvm_guests):
+                if vm.pci_addresses:
+                    raise ValueError(
+                        f"kvm_guests.{i}.pci_addresses: under lxc-p2p the host's nvidia driver "
+                        "owns the GPUs; passing them to a VM needs host_profile kvm-vfio"
+                    )
+        vmids = [g.vmid for g in self.lxc_guests] + [g.vmid for g in self.kvm_guests]
+        dupes = sorted({v for v in vmids if vmids.count(v) > 1})
+        if dupes:
+            raise ValueError(f"vmid {dupes[0]} is both an LXC and a KVM guest")
+        return self

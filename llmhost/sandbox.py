@@ -27,6 +27,8 @@ CONTAINER = os.environ.get("LLMHOST_SANDBOX_NAME", "llmhost-sbx")
 BRIDGE = "llmhbr0"
 BRIDGE_IP = "10.99.0.1"
 GUEST_IP = "10.99.0.12"
+STANDIN_IP = "10.99.0.13"  # llmhost/standin.py: a container standing in for a Proxmox host
+SSH_HOSTS = {"sandbox": GUEST_IP, "standin": STANDIN_IP}
 PREFIX = 24
 APT_PROXY_PORT = 3142
 PYPI_PROXY_PORT = 5000
@@ -246,22 +248,22 @@ def ensure_bridge() -> None:
     _run(["ip", "link", "set", BRIDGE, "up"])
 
 
-def container_exists() -> bool:
-    return Path(f"/var/lib/lxc/{CONTAINER}/config").exists()
+def container_exists(name: str = CONTAINER) -> bool:
+    return Path(f"/var/lib/lxc/{name}/config").exists()
 
 
-def container_running() -> bool:
-    out = _run(["lxc-info", "-n", CONTAINER, "-s"], check=False).stdout
+def container_running(name: str = CONTAINER) -> bool:
+    out = _run(["lxc-info", "-n", name, "-s"], check=False).stdout
     return "RUNNING" in out
 
 
-def create_container(key: Path) -> None:
-    conf = STATE_DIR / "lxc.conf"
+def create_container(key: Path, name: str = CONTAINER, ip: str = GUEST_IP) -> None:
+    conf = STATE_DIR / f"lxc-{name}.conf"
     conf.write_text(
         "lxc.net.0.type = veth\n"
         f"lxc.net.0.link = {BRIDGE}\n"
         "lxc.net.0.flags = up\n"
-        f"lxc.net.0.ipv4.address = {GUEST_IP}/{PREFIX}\n"
+        f"lxc.net.0.ipv4.address = {ip}/{PREFIX}\n"
         f"lxc.net.0.ipv4.gateway = {BRIDGE_IP}\n"
         "lxc.apparmor.profile = unconfined\n"
     )
@@ -272,7 +274,7 @@ def create_container(key: Path) -> None:
         [
             "lxc-create",
             "-n",
-            CONTAINER,
+            name,
             "-t",
             "debian",
             "-f",
@@ -287,7 +289,7 @@ def create_container(key: Path) -> None:
         ],
         env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
     )
-    rootfs = Path(f"/var/lib/lxc/{CONTAINER}/rootfs")
+    rootfs = Path(f"/var/lib/lxc/{name}/rootfs")
     # LXC already configures eth0; the template's DHCP stanza only adds a 60 s timeout.
     (rootfs / "etc/network/interfaces").write_text(
         "auto lo\niface lo inet loopback\nauto eth0\niface eth0 inet manual\n"
@@ -301,9 +303,9 @@ def create_container(key: Path) -> None:
     log(f"container created in {time.monotonic() - t0:.0f}s")
 
 
-def authorize_key(key: Path) -> None:
+def authorize_key(key: Path, name: str = CONTAINER) -> None:
     """A guest kept from an earlier checkout still lets this checkout's key in."""
-    ssh_dir = Path(f"/var/lib/lxc/{CONTAINER}/rootfs/root/.ssh")
+    ssh_dir = Path(f"/var/lib/lxc/{name}/rootfs/root/.ssh")
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     auth = ssh_dir / "authorized_keys"
     pub = Path(f"{key}.pub").read_text().strip()
@@ -317,39 +319,42 @@ def write_ssh_config(key: Path) -> Path:
     """For ssh, testinfra (--ssh-config) and people: `ssh -F .sandbox/ssh_config sandbox`."""
     path = STATE_DIR / "ssh_config"
     path.write_text(
-        f"Host sandbox {GUEST_IP}\n"
-        f"    HostName {GUEST_IP}\n"
-        "    User root\n"
-        f"    IdentityFile {key}\n"
-        "    StrictHostKeyChecking no\n"
-        "    UserKnownHostsFile /dev/null\n"
-        "    LogLevel ERROR\n"
+        "".join(
+            f"Host {alias} {ip}\n"
+            f"    HostName {ip}\n"
+            "    User root\n"
+            f"    IdentityFile {key}\n"
+            "    StrictHostKeyChecking no\n"
+            "    UserKnownHostsFile /dev/null\n"
+            "    LogLevel ERROR\n"
+            for alias, ip in SSH_HOSTS.items()
+        )
     )
     return path
 
 
-def wait_booted(timeout: float = 120) -> None:
+def wait_booted(timeout: float = 120, name: str = CONTAINER) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         out = _run(
-            ["lxc-attach", "-n", CONTAINER, "--", "systemctl", "is-system-running"], check=False
+            ["lxc-attach", "-n", name, "--", "systemctl", "is-system-running"], check=False
         ).stdout.strip()
         if out in ("running", "degraded"):
             return
         time.sleep(0.5)
-    raise SandboxError(f"{CONTAINER}: systemd did not reach running within {timeout}s")
+    raise SandboxError(f"{name}: systemd did not reach running within {timeout}s")
 
 
-def wait_ssh(key: Path, timeout: float = 60) -> None:
+def wait_ssh(key: Path, timeout: float = 60, ip: str = GUEST_IP) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _run(ssh_command(key) + ["true"], check=False).returncode == 0:
+        if _run(ssh_command(key, ip) + ["true"], check=False).returncode == 0:
             return
         time.sleep(0.5)
-    raise SandboxError(f"ssh to root@{GUEST_IP} failed for {timeout}s")
+    raise SandboxError(f"ssh to root@{ip} failed for {timeout}s")
 
 
-def ssh_command(key: Path) -> list[str]:
+def ssh_command(key: Path, ip: str = GUEST_IP) -> list[str]:
     return [
         "ssh",
         "-i",
@@ -362,7 +367,7 @@ def ssh_command(key: Path) -> list[str]:
         "LogLevel=ERROR",
         "-o",
         "BatchMode=yes",
-        f"root@{GUEST_IP}",
+        f"root@{ip}",
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable
 
 from pyinfra.api import FactBase
@@ -33,8 +34,9 @@ class DeviceMajors(FactBase[dict[str, int]]):
     def default() -> dict[str, int]:
         return {}
 
-    def command(self) -> str:
-        return "cat /proc/devices"
+    def command(self, root: str = "/") -> str:
+        # root: a stand-in host reads a real host's capture from <root>/proc/devices.
+        return f"cat {shlex.quote(root.rstrip('/') + '/proc/devices')}"
 
     def process(self, output: Iterable[str]) -> dict[str, int]:
         return parse_proc_devices(output)
@@ -47,8 +49,15 @@ class NvidiaDeviceNodes(FactBase[list[str]]):
     def default() -> list[str]:
         return []
 
-    def command(self) -> str:
-        return "find /dev -maxdepth 2 -name 'nvidia*' -type c 2>/dev/null | sort || true"
+    def command(self, root: str = "/") -> str:
+        if root == "/":
+            return "find /dev -maxdepth 2 -name 'nvidia*' -type c 2>/dev/null | sort || true"
+        # A stand-in's capture holds the node names as plain files under <root>/dev.
+        base = shlex.quote(root.rstrip("/"))
+        return (
+            f"cd {base} 2>/dev/null && find dev -maxdepth 2 -name 'nvidia*' -type f "
+            "| sed 's|^|/|' | sort || true"
+        )
 
     def process(self, output: Iterable[str]) -> list[str]:
         return [line.strip() for line in output if line.strip()]
@@ -61,12 +70,41 @@ def parse_driver_version(text: str) -> str | None:
 
 
 class HostDriverVersion(FactBase[str | None]):
+    """The loaded kernel module's version; inside an LXC guest, the host's module."""
+
     @staticmethod
     def default() -> None:
         return None
 
-    def command(self) -> str:
-        return "cat /proc/driver/nvidia/version 2>/dev/null || true"
+    def command(self, root: str = "/", nonce: str = "") -> str:
+        path = shlex.quote(root.rstrip("/") + "/proc/driver/nvidia/version")
+        return f"cat {path} 2>/dev/null || true"
 
     def process(self, output: Iterable[str]) -> str | None:
         return parse_driver_version("\n".join(output))
+
+
+def parse_userspace_version(lines: Iterable[str]) -> str | None:
+    """`ls` of libnvidia-ml.so.* -> '590.48.01' (the userspace driver a guest has)."""
+    for line in lines:
+        m = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", line.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+class UserspaceDriverVersion(FactBase[str | None]):
+    """Version of the NVIDIA userspace libraries installed in a guest, None if absent."""
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self, nonce: str = "") -> str:
+        return (
+            "ls -1 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib64/libnvidia-ml.so.* "
+            "2>/dev/null || true"
+        )
+
+    def process(self, output: Iterable[str]) -> str | None:
+        return parse_userspace_version(output)

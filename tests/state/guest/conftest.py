@@ -1,7 +1,7 @@
 """testinfra: does the guest still look as deployed? Expectations come from group_data.
 
-pytest tests/state --hosts=ssh://10.99.0.12 --ssh-config=.sandbox/ssh_config
-LLMHOST_INVENTORY=inventory/lab.py pytest tests/state --hosts=ssh://llm-lxc.lab.example
+pytest tests/state/guest --hosts=ssh://10.99.0.12 --ssh-config=.sandbox/ssh_config
+LLMHOST_INVENTORY=inventory/lab.py pytest tests/state/guest --hosts=ssh://llm-lxc.lab.example
 """
 
 from __future__ import annotations

@@ -1,0 +1,215 @@
+"""Operations pyinfra has no equivalent for: kernel cmdline, guest config blocks, qm set.
+
+Commands that only exist on a real Proxmox/NVIDIA host go through `host_command`, which on
+a stand-in host appends them to a log instead (tests assert those exact lines).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from io import StringIO
+
+from pyinfra import host, logger
+from pyinfra.api import OperationError, operation
+from pyinfra.context import state
+from pyinfra.operations import files, server
+
+from llmhost.facts.files import FileText
+from llmhost.facts.host import RunningCmdline
+from llmhost.host_config import StandIn
+from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
+from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
+from llmhost.lxc_passthrough import qm_set_commands, with_block
+
+
+def host_command(stand_in: StandIn | None, command: str) -> str:
+    """The command, or on a stand-in the line that records it as not executed."""
+    if stand_in is None:
+        return command
+    log = shlex.quote(stand_in.command_log)
+    return f"mkdir -p $(dirname {log}) && printf '%s\\n' {shlex.quote(command)} >> {log}"
+
+
+def say(message: str) -> None:
+    logger.info(f"{host.print_prefix}{message}")
+
+
+@operation()
+def kernel_cmdline(
+    boot_loader: str, present: list[str], absent: list[str], stand_in: StandIn | None = None
+):
+    """
+    Add/remove kernel parameters in the file the next boot reads; refresh the boot loader.
+
+    + boot_loader: "systemd-boot" (/etc/kernel/cmdline) or "grub" (/etc/default/grub)
+    + present: parameters to set (name=value replaces the same name)
+    + absent: parameters to remove (a bare name removes every value)
+    + stand_in: record proxmox-boot-tool/update-grub instead of running them
+    """
+    if boot_loader == "systemd-boot":
+        text = host.get_fact(FileText, path=SYSTEMD_BOOT_CMDLINE)
+        if text is None:
+            raise OperationError(f"{SYSTEMD_BOOT_CMDLINE} is missing on a systemd-boot host")
+        current = text.split()
+        wanted = edit_params(current, present, absent)
+        if wanted == current:
+            host.noop(f"{SYSTEMD_BOOT_CMDLINE} already has the wanted parameters")
+            return
+        new_text, path, refresh = (
+            systemd_boot_cmdline(wanted),
+            SYSTEMD_BOOT_CMDLINE,
+            "proxmox-boot-tool refresh",
+        )
+    elif boot_loader == "grub":
+        text = host.get_fact(FileText, path=GRUB_DEFAULT)
+        if text is None:
+            raise OperationError(f"{GRUB_DEFAULT} is missing on a grub host")
+        current = grub_params(text) or []
+        wanted = edit_params(current, present, absent)
+        if wanted == current and grub_params(text) is not None:
+            host.noop(f"{GRUB_DEFAULT} already has the wanted parameters")
+            return
+        new_text, path, refresh = set_grub_params(text, wanted), GRUB_DEFAULT, "update-grub"
+    else:
+        raise OperationError(f"unknown boot loader {boot_loader!r}")
+    yield from files.put._inner(src=StringIO(new_text), dest=path, mode="644")
+    yield host_command(stand_in, refresh)
+
+
+@operation()
+def running_cmdline(
+    present: list[str],
+    absent: list[str],
+    allow_reboot: bool,
+    reboot_timeout_s: int,
+    root: str = "/",
+):
+    """
+    Compare /proc/cmdline with the wanted set: say "reboot required", or reboot if allowed.
+
+    + present: parameters the running kernel must have
+    + absent: parameters it must not have
+    + allow_reboot: group_data's consent to reboot this host (it stops every guest)
+    + reboot_timeout_s: how long to wait for the host to come back
+    + root: where /proc/cmdline is read (a stand-in host reads a capture)
+    """
+    if not state.is_executing:
+        return
+    running = host.get_fact(RunningCmdline, root=root, nonce=str(time.monotonic()))
+    problems = reboot_needed(running, present, absent)
+    if not problems:
+        host.noop("the running kernel has the wanted command line")
+        return
+    if not allow_reboot:
+        say(
+            "REBOOT REQUIRED: the running kernel "
+            + ", ".join(problems)
+            + " (set allow_reboot = True in group_data to let the deploy reboot)"
+        )
+        host.noop("reboot required, not allowed by group_data")
+        return
+    say("rebooting for the kernel command line: " + ", ".join(problems))
+    yield from server.reboot._inner(delay=5, interval=5, reboot_timeout=reboot_timeout_s)
+
+
+@operation()
+def verify_cmdline(present: list[str], absent: list[str], root: str = "/"):
+    """
+    After an allowed reboot the running kernel must have the wanted line, or the run fails.
+
+    + present: parameters the running kernel must have
+    + absent: parameters it must not have
+    + root: where /proc/cmdline is read
+    """
+    if not state.is_executing:
+        return
+    running = host.get_fact(RunningCmdline, root=root, nonce=str(time.monotonic()))
+    problems = reboot_needed(running, present, absent)
+    if problems:
+        raise OperationError(
+            "after reboot /proc/cmdline still "
+            + ", ".join(problems)
+            + f"\n/proc/cmdline: {' '.join(running)}"
+        )
+    say("/proc/cmdline has the wanted parameters")
+    host.noop("running kernel verified")
+    yield from ()
+
+
+@operation()
+def lxc_gpu_block(vmid: int, block: str, stand_in: StandIn | None = None):
+    """
+    The managed passthrough block in /etc/pve/lxc/<vmid>.conf; `pct reboot` only on change.
+
+    + vmid: the LXC guest
+    + block: the rendered block (lxc_passthrough.passthrough_block)
+    + stand_in: record `pct reboot` instead of running it
+    """
+    path = f"/etc/pve/lxc/{vmid}.conf"
+    conf = host.get_fact(FileText, path=path)
+    if conf is None:
+        raise OperationError(f"{path} does not exist: create LXC guest {vmid} first")
+    new = with_block(conf + "\n", block)
+    if new == conf + "\n" or new == conf:
+        host.noop(f"{path} already shares the GPUs")
+        return
+    # /etc/pve is pmxcfs: no chmod/chown there, so the file is written without mode or owner.
+    yield from files.put._inner(src=StringIO(new), dest=path)
+    yield host_command(stand_in, f"pct reboot {vmid}")
+
+
+@operation()
+def kvm_hostpci(vmid: int, addresses: list[str], stand_in: StandIn | None = None):
+    """
+    hostpciN entries of KVM guest <vmid> through `qm set`, only those that differ.
+
+    + vmid: the KVM guest
+    + addresses: PCI addresses of its GPUs, in hostpci order
+    + stand_in: record `qm set` instead of running it
+    """
+    path = f"/etc/pve/qemu-server/{vmid}.conf"
+    conf = host.get_fact(FileText, path=path)
+    if conf is None:
+        raise OperationError(f"{path} does not exist: create KVM guest {vmid} first")
+    commands = qm_set_commands(vmid, conf, addresses)
+    if not commands:
+        host.noop(f"guest {vmid} already has its hostpci entries")
+        return
+    for command in commands:
+        yield host_command(stand_in, command)
+
+
+@operation()
+def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool):
+    """
+    No swap now and none after a reboot: fstab swap lines commented out, swapoff -a.
+
+    + fstab_swaps: uncommented swap lines of /etc/fstab (FstabSwaps fact)
+    + active_swaps: swap devices in use (ActiveSwaps fact)
+    + in_container: a container cannot turn the kernel's swap off; it says so instead
+    """
+    if fstab_swaps:
+        yield (
+            "sed -i -E 's|^([^#[:space:]][^[:space:]]*[[:space:]]+[^[:space:]]+[[:space:]]+"
+            "swap[[:space:]].*)$|# disabled by llmhost: \\1|' /etc/fstab"
+        )
+    if active_swaps and not in_container:
+        yield "swapoff -a"
+    elif active_swaps:
+        say(f"swap is on ({', '.join(active_swaps)}) but a container cannot turn it off")
+    if not fstab_swaps and not (active_swaps and not in_container):
+        host.noop("swap is off and stays off")
+
+
+@operation()
+def note(message: str):
+    """
+    Print a line about what this run could not do here; changes nothing.
+
+    + message: what to say
+    """
+    if state.is_executing:
+        say(message)
+    host.noop(message)
+    yield from ()

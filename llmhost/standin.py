@@ -1,0 +1,154 @@
+"""A Debian 12 LXC container standing in for a Proxmox host, next to the sandbox guest.
+
+It is not Proxmox: /etc/pve is a plain directory, there is no pct, qm, proxmox-boot-tool or
+NVIDIA driver. It holds the files a Proxmox host has (guest configs, /etc/kernel/cmdline,
+an fstab with swap) and, under FACT_ROOT, captures of a real GPU host (/proc/devices,
+/proc/driver/nvidia/version, /proc/cmdline, /dev/nvidia* names from the H200 box), so
+deploys/host.py runs for real against it and the commands only Proxmox could run are
+recorded (host_config.StandIn). `reset` puts the seed files back for repeatable tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from llmhost import sandbox
+
+NAME = "llmhost-pve"
+IP = sandbox.STANDIN_IP
+STATE_FILE = sandbox.STATE_DIR / "standin.json"
+FACT_ROOT = "/srv/llmhost-standin/h200"
+COMMAND_LOG = "/var/log/llmhost/not-executed.log"
+CAPTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "h200"
+
+LXC_201 = """\
+arch: amd64
+cores: 32
+features: nesting=1
+hostname: llm-lxc
+memory: 262144
+net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7A:01,ip=dhcp,type=veth
+ostype: debian
+rootfs: local-zfs:subvol-201-disk-0,size=800G
+swap: 0
+unprivileged: 0
+
+[pre-upgrade]
+arch: amd64
+hostname: llm-lxc
+memory: 131072
+rootfs: local-zfs:subvol-201-disk-0,size=800G
+snaptime: 1780000000
+"""
+QEMU_301 = """\
+bios: ovmf
+boot: order=scsi0
+cores: 32
+machine: q35
+memory: 262144
+name: llm-vm
+net0: virtio=BC:24:11:5E:7A:02,bridge=vmbr0
+ostype: l26
+scsi0: local-zfs:vm-301-disk-0,size=800G
+"""
+CMDLINE = "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet\n"
+FSTAB = (
+    "# <file system> <mount point> <type> <options> <dump> <pass>\n"
+    "proc /proc proc defaults 0 0\n/dev/pve/swap none swap sw 0 0\n"
+)
+MANAGED = (
+    "/etc/sysctl.d/90-llmhost.conf /etc/modules-load.d/llmhost.conf "
+    "/etc/modprobe.d/llmhost.conf /etc/udev/rules.d/70-llmhost-nvidia.rules "
+    "/etc/apt/preferences.d/llmhost-nvidia-driver /etc/systemd/system/nvidia-persistenced.service "
+    "/etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service"
+)
+
+
+def ssh(command: str, check: bool = True) -> str:
+    key = sandbox.STATE_DIR / "id_ed25519"
+    proc = subprocess.run(
+        sandbox.ssh_command(key, IP) + [command], text=True, capture_output=True, timeout=120
+    )
+    if check and proc.returncode != 0:
+        raise sandbox.SandboxError(f"stand-in: {command[:80]}... failed: {proc.stderr}")
+    return proc.stdout
+
+
+def put(path: str, text: str) -> str:
+    return f"mkdir -p $(dirname {path}) && printf '%s' {shlex.quote(text)} > {path}"
+
+
+def reset() -> None:
+    """The stand-in's files as a freshly installed Proxmox host with 1 GPU would have them."""
+    nodes = (CAPTURES / "dev-nvidia-nodes.txt").read_text().split()
+    script = [
+        f"rm -rf /etc/pve {FACT_ROOT} {COMMAND_LOG} {MANAGED}",
+        put("/etc/pve/lxc/201.conf", LXC_201),
+        put("/etc/pve/qemu-server/301.conf", QEMU_301),
+        put("/etc/kernel/cmdline", CMDLINE),
+        put("/etc/kernel/proxmox-boot-uuids", "5A1B-2C3D\n"),
+        put("/etc/fstab", FSTAB),
+        put(f"{FACT_ROOT}/proc/devices", (CAPTURES / "proc-devices.txt").read_text()),
+        put(
+            f"{FACT_ROOT}/proc/driver/nvidia/version",
+            (CAPTURES / "proc-driver-nvidia-version.txt").read_text(),
+        ),
+        put(f"{FACT_ROOT}/proc/cmdline", (CAPTURES / "proc-cmdline.txt").read_text()),
+    ]
+    script += [f"mkdir -p $(dirname {FACT_ROOT}{n}) && touch {FACT_ROOT}{n}" for n in nodes]
+    script.append("systemctl daemon-reload")
+    ssh(" && ".join(script))
+    sandbox.log(f"stand-in {NAME}: Proxmox host files reset")
+
+
+def up() -> dict:
+    state = sandbox.load_state()  # the sandbox's bridge, proxies and key come first
+    key = Path(state.ssh_key)
+    if not sandbox.container_exists(NAME):
+        sandbox.create_container(key, NAME, IP)
+        created = True
+    else:
+        created = False
+    sandbox.authorize_key(key, NAME)
+    if not sandbox.container_running(NAME):
+        sandbox._run(["lxc-start", "-n", NAME, "-d"])
+    sandbox.wait_booted(name=NAME)
+    sandbox.wait_ssh(key, ip=IP)
+    sandbox.write_ssh_config(key)
+    if created:
+        reset()
+    info = {
+        "name": NAME,
+        "ip": IP,
+        "ssh_key": str(key),
+        "fact_root": FACT_ROOT,
+        "command_log": COMMAND_LOG,
+    }
+    STATE_FILE.write_text(json.dumps(info, indent=2) + "\n")
+    sandbox.log(f"stand-in Proxmox host {NAME} ready at {IP}")
+    return info
+
+
+def reboot() -> None:
+    """lxc-stop/lxc-start, as a power cycle of the host would."""
+    sandbox._run(["lxc-stop", "-n", NAME])
+    sandbox._run(["lxc-start", "-n", NAME, "-d"])
+    sandbox.wait_booted(name=NAME)
+    sandbox.wait_ssh(sandbox.STATE_DIR / "id_ed25519", ip=IP)
+
+
+def down() -> None:
+    if sandbox.container_exists(NAME):
+        sandbox._run(["lxc-stop", "-n", NAME, "-k"], check=False)
+        sandbox._run(["lxc-destroy", "-n", NAME])
+        sandbox.log(f"destroyed {NAME}")
+    STATE_FILE.unlink(missing_ok=True)
+
+
+def load() -> dict:
+    if not STATE_FILE.exists():
+        raise sandbox.SandboxError(f"no stand-in at {STATE_FILE}: run `make standin-up` first")
+    return json.loads(STATE_FILE.read_text())

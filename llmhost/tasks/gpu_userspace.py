@@ -1,0 +1,72 @@
+"""CUDA guests: NVIDIA userspace of the host's exact version and the CUDA 12.8 toolkit."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.operations import apt, files, server
+
+from llmhost.config import GuestConfig
+from llmhost.facts.nvidia import HostDriverVersion, UserspaceDriverVersion
+from llmhost.gpu_userspace import (
+    cuda_packages,
+    cuda_repo_line,
+    driver_install_commands,
+    driver_mismatch,
+)
+from llmhost.operations.gpu import driver_versions_match
+
+CUDA_SOURCES = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+
+
+class DriverMismatch(PyinfraError):
+    """Host driver and pin disagree: raised before any operation, the guest stays as it was."""
+
+
+def preflight(cfg: GuestConfig) -> None:
+    """An LXC guest sees the host's kernel module: it must be the pinned version."""
+    assert cfg.cuda is not None
+    if cfg.host_profile != "lxc-p2p":
+        return  # a VM's module is installed below, with its userspace
+    module = host.get_fact(HostDriverVersion)
+    problem = driver_mismatch(module, None, cfg.cuda.driver_version)
+    if problem:
+        raise DriverMismatch(f"{host.name}: {problem}")
+
+
+@deploy("GPU userspace (NVIDIA driver libraries, CUDA toolkit)")
+def gpu_userspace(cfg: GuestConfig) -> None:
+    assert cfg.cuda is not None
+    pin = cfg.cuda.driver_version
+    # The .run installer needs curl to arrive and kmod; a VM's module builds through DKMS.
+    needs = ["curl", "kmod"] + (
+        ["dkms", "linux-headers-amd64"] if cfg.host_profile == "kvm-vfio" else []
+    )
+    apt.packages(
+        name="driver installer prerequisites", packages=needs, update=True, cache_time=24 * 3600
+    )
+    if host.get_fact(UserspaceDriverVersion) != pin:
+        server.shell(
+            name=f"NVIDIA driver {pin} "
+            + (
+                "userspace only (--no-kernel-module)" if cfg.host_profile == "lxc-p2p" else "(DKMS)"
+            ),
+            commands=driver_install_commands(cfg),
+        )
+    apt.deb(
+        name="NVIDIA CUDA apt keyring",
+        src=f"{cfg.package_sources.cuda_apt_repo}cuda-keyring_1.1-1_all.deb",
+    )
+    files.put(
+        name="CUDA apt repository", src=StringIO(cuda_repo_line(cfg)), dest=CUDA_SOURCES, mode="644"
+    )
+    apt.packages(
+        name=f"CUDA toolkit {cfg.cuda.toolkit_version}",
+        packages=cuda_packages(cfg),
+        update=True,
+        cache_time=24 * 3600,
+    )
+    driver_versions_match(name="guest userspace driver == host kernel module", pin=pin)

@@ -1,0 +1,194 @@
+"""deploys/host.py against a Debian 12 container standing in for a Proxmox host.
+
+The container has the host's files (/etc/pve as plain directories, /etc/kernel/cmdline, an
+fstab with swap) and the H200 box's captured /proc/devices, driver version and /dev/nvidia*
+names; pct, qm, proxmox-boot-tool, update-grub and update-initramfs are recorded to a log
+instead of run, and the tests named "..._not_executed" assert those exact command lines.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llmhost import standin
+from tests.integration.conftest import pyinfra
+from tests.integration.test_serve_sandbox import results_rows
+
+HOST = ("inventory/standin.py", "deploys/host.py")
+LOG = standin.COMMAND_LOG
+SNAPSHOT = (
+    "cat /etc/kernel/cmdline /etc/pve/lxc/201.conf /etc/fstab; "
+    "sha256sum /etc/sysctl.d/* /etc/modprobe.d/* /etc/modules-load.d/* 2>/dev/null; "
+    f"cat {LOG} 2>/dev/null || true"
+)
+
+
+def sh(command: str) -> str:
+    return standin.ssh(command).strip()
+
+
+def recorded() -> list[str]:
+    return sh(f"cat {LOG} 2>/dev/null || true").splitlines()
+
+
+def changed_ops(output: str) -> dict[str, tuple[str, str, str]]:
+    rows = results_rows(output)
+    assert "Grand total" in rows, output[-3000:]
+    return {op: c for op, c in rows.items() if c[0] != "-" and op != "Grand total"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_standin() -> None:
+    standin.up()
+    standin.reset()
+
+
+def test_host_deploy_converges_the_standin_and_says_reboot_required() -> None:
+    run = pyinfra(*HOST)
+    assert run.rc == 0, run.tail()
+    assert "REBOOT REQUIRED: the running kernel missing iommu=off" in run.output
+    assert "a container cannot apply vm.*/kernel.* keys" in run.output
+    cmdline = sh("cat /etc/kernel/cmdline").split()
+    assert cmdline[:3] == ["root=ZFS=rpool/ROOT/pve-1", "boot=zfs", "quiet"]
+    assert {"iommu=off", "amd_iommu=off", "pcie_aspm=off", "pcie_port_pm=off"} <= set(cmdline)
+    assert "# disabled by llmhost: /dev/pve/swap none swap sw 0 0" in sh("cat /etc/fstab")
+    conf = sh("cat /etc/pve/lxc/201.conf")
+    main, snapshot = conf.split("\n[pre-upgrade]\n")
+    assert "lxc.cgroup2.devices.allow: c 238:* rwm" in main  # H200's uvm major, from the fact
+    assert "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file" in main
+    assert "llmhost" not in snapshot and "snaptime: 1780000000" in snapshot
+    assert sh("systemctl is-enabled nvidia-persistenced.service") == "enabled"
+
+
+def test_proxmox_commands_are_recorded_not_executed() -> None:
+    assert recorded() == [
+        "proxmox-boot-tool refresh",
+        "update-initramfs -u -k all",
+        "pct reboot 201",
+    ]
+
+
+def test_second_run_reports_zero_changes_and_reboots_no_guest() -> None:
+    run = pyinfra(*HOST)
+    assert run.rc == 0, run.tail()
+    assert not changed_ops(run.output)
+    assert recorded() == [
+        "proxmox-boot-tool refresh",
+        "update-initramfs -u -k all",
+        "pct reboot 201",
+    ]
+
+
+def test_a_new_uvm_major_rewrites_the_block_and_pct_reboot_not_executed() -> None:
+    # After a driver update nvidia-uvm may get another major: the block follows the fact.
+    devices = f"{standin.FACT_ROOT}/proc/devices"
+    sh(f"sed -i 's/^238 nvidia-uvm$/511 nvidia-uvm/' {devices}")
+    try:
+        run = pyinfra(*HOST)
+        assert run.rc == 0, run.tail()
+        assert set(changed_ops(run.output)) == {
+            "Proxmox host: kernel, sysctls, swap, GPU modules and passthrough | "
+            "GPU passthrough block of LXC guest 201 (llm-lxc)"
+        }
+        conf = sh("cat /etc/pve/lxc/201.conf")
+        assert "c 511:* rwm" in conf and "c 238:* rwm" not in conf
+        assert conf.count("# BEGIN llmhost gpu passthrough") == 1
+        assert recorded()[-1] == "pct reboot 201" and len(recorded()) == 4
+    finally:
+        sh(f"sed -i 's/^511 nvidia-uvm$/238 nvidia-uvm/' {devices}")
+    assert pyinfra(*HOST).rc == 0
+
+
+def test_a_driver_other_than_the_pin_stops_the_run_before_any_change() -> None:
+    before = sh(SNAPSHOT)
+    run = pyinfra(*HOST, "--data", "nvidia_driver_version=590.48.01")
+    assert run.rc != 0
+    assert "NVIDIA kernel module 580.159.04, group_data pins nvidia_driver_version 590.48.01" in (
+        run.output
+    ), run.tail()
+    assert "Starting operation" not in run.output
+    assert sh(SNAPSHOT) == before
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (["host_profile=lxc"], "host_profile: got 'lxc'"),
+        (['kernel_params=["iommu=off pcie_aspm=off"]'], "no spaces or quotes"),
+        (['lxc_guests=[{"vmid": "two-oh-one", "name": "x"}]'], "lxc_guests.0.vmid"),
+        (['gpu_pci_ids=["10de-2bb5"]'], "not a vendor:device id"),
+    ],
+)
+def test_bad_host_data_is_refused_before_anything_changes(data: list[str], message: str) -> None:
+    before = sh(SNAPSHOT)
+    args = [a for d in data for a in ("--data", d)]
+    run = pyinfra(*HOST, *args)
+    assert run.rc != 0
+    assert "invalid group_data for host '10.99.0.13'" in run.output and message in run.output
+    assert "Starting operation" not in run.output
+    assert sh(SNAPSHOT) == before
+
+
+def test_grub_boot_loader_edits_grub_default_and_update_grub_not_executed() -> None:
+    sh(
+        'printf \'GRUB_DEFAULT=0\\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\\nGRUB_CMDLINE_LINUX=""\\n\''
+        " > /etc/default/grub"
+    )
+    try:
+        run = pyinfra(*HOST, "--data", "boot_loader=grub")
+        assert run.rc == 0, run.tail()
+        grub = sh("cat /etc/default/grub").splitlines()
+        assert grub[1] == (
+            'GRUB_CMDLINE_LINUX_DEFAULT="quiet iommu=off amd_iommu=off pcie_aspm=off '
+            'pcie_port_pm=off"'
+        )
+        assert grub[2] == 'GRUB_CMDLINE_LINUX=""'
+        assert recorded()[-1] == "update-grub"
+        again = pyinfra(*HOST, "--data", "boot_loader=grub")
+        assert again.rc == 0 and not changed_ops(again.output)
+    finally:
+        sh("rm -f /etc/default/grub")
+
+
+def test_kvm_vfio_profile_binds_vfio_and_qm_set_not_executed() -> None:
+    vm = '[{"vmid": 301, "name": "llm-vm", "pci_addresses": ["0000:00:06.0"]}]'
+    kvm = [
+        "--data",
+        "host_profile=kvm-vfio",
+        "--data",
+        'gpu_pci_ids=["10de:2335"]',
+        "--data",
+        f"kvm_guests={vm}",
+    ]
+    mark = len(recorded())
+    try:
+        run = pyinfra(*HOST, *kvm)
+        assert run.rc == 0, run.tail()
+        cmdline = sh("cat /etc/kernel/cmdline").split()
+        assert {"iommu=pt", "amd_iommu=on", "vfio-pci.ids=10de:2335"} <= set(cmdline)
+        assert "iommu=off" not in cmdline and "amd_iommu=off" not in cmdline
+        assert "options vfio-pci ids=10de:2335 disable_vga=1" in sh(
+            "cat /etc/modprobe.d/llmhost.conf"
+        )
+        assert sh("cat /etc/modules-load.d/llmhost.conf").splitlines()[1:] == [
+            "vfio",
+            "vfio_iommu_type1",
+            "vfio_pci",
+        ]
+        assert recorded()[mark:] == [
+            "proxmox-boot-tool refresh",
+            "update-initramfs -u -k all",
+            "qm set 301 --hostpci0 0000:00:06.0,pcie=1",
+        ]
+    finally:
+        # Back to the site's profile: the same edits in reverse, the LXC block untouched.
+        back = pyinfra(*HOST)
+        assert back.rc == 0, back.tail()
+    assert "iommu=off" in sh("cat /etc/kernel/cmdline").split()
+
+
+def test_the_standin_rebooted_keeps_its_state_and_a_rerun_changes_nothing() -> None:
+    standin.reboot()
+    run = pyinfra(*HOST)
+    assert run.rc == 0, run.tail()
+    assert not changed_ops(run.output)

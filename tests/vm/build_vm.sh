@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# A Debian 12 VM that boots through GRUB under QEMU software emulation (TCG): the one place
+# here where a kernel cmdline change, sysctls, swap and modules-load.d meet a real reboot.
+#   tests/vm/build_vm.sh build   # fresh .vm/disk.raw (MBR, ext4, GRUB in the MBR); ~3 min the
+#                                # first time (kernel into the rootfs), 15 s after
+#   tests/vm/build_vm.sh start   # boot it; ssh on 127.0.0.1:2222 (hostfwd, restrict=on)
+#   tests/vm/build_vm.sh stop
+# Needs root, the sandbox's Debian template cache (make sandbox-up) and its apt proxy.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VM=.vm; IMG=$VM/disk.raw; ROOT=$VM/rootfs; KEY=.sandbox/id_ed25519
+CACHE=/var/cache/lxc/debian/rootfs-bookworm-amd64
+PROXY=${LLMHOST_APT_PROXY:-http://10.99.0.1:3142}
+log() { echo "[vm] $*"; }
+
+build() {  # the rootfs is kept between builds; the disk is always made afresh
+  command -v qemu-system-x86_64 >/dev/null && command -v sfdisk >/dev/null || {
+    log "installing qemu, fdisk"; DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+      --no-install-recommends qemu-system-x86 qemu-utils fdisk >/dev/null; }
+  [ -d "$CACHE" ] || { echo "no $CACHE: run make sandbox-up first" >&2; exit 1; }
+  mkdir -p $VM
+  [ -f "$ROOT/.llmhost-ready" ] && grep -q '^MODULES=dep' "$ROOT/etc/initramfs-tools/initramfs.conf" \
+    || rootfs
+  disk
+}
+
+rootfs() {
+  rm -rf "$ROOT"; cp -a "$CACHE" "$ROOT"
+  cp /var/lib/lxc/llmhost-sbx/rootfs/etc/apt/sources.list "$ROOT/etc/apt/sources.list"
+  echo "Acquire::http::Proxy \"$PROXY\";" > "$ROOT/etc/apt/apt.conf.d/01proxy"
+  for d in proc sys dev dev/pts; do mount --bind /$d "$ROOT/$d"; done
+  trap 'for d in dev/pts dev sys proc; do umount -l "$ROOT/$d" 2>/dev/null || true; done' EXIT
+  log "kernel, GRUB, sshd into the rootfs (a minute or two)"
+  chroot "$ROOT" apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive chroot "$ROOT" apt-get install -y -q --no-install-recommends \
+    linux-image-amd64 grub-pc initramfs-tools udev kmod systemd-sysv openssh-server \
+    python3 >/dev/null
+  for d in dev/pts dev sys proc; do umount -l "$ROOT/$d"; done; trap - EXIT
+  echo llmhost-vm > "$ROOT/etc/hostname"
+  printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' > "$ROOT/etc/systemd/network/20-wired.network"
+  chroot "$ROOT" systemctl enable systemd-networkd >/dev/null 2>&1
+  mkdir -p "$ROOT/root/.ssh"; cp "$KEY.pub" "$ROOT/root/.ssh/authorized_keys"
+  chmod 600 "$ROOT/root/.ssh/authorized_keys"
+  # A swap file the host deploy must turn off for good.
+  dd if=/dev/zero of="$ROOT/swapfile" bs=1M count=64 status=none; chmod 600 "$ROOT/swapfile"
+  mkswap -q "$ROOT/swapfile"
+  printf '/dev/vda1 / ext4 defaults 0 1\n/swapfile none swap sw 0 0\n' > "$ROOT/etc/fstab"
+  sed -i 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/; s/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX="console=ttyS0"/' \
+    "$ROOT/etc/default/grub"
+  echo 'GRUB_TERMINAL=serial' >> "$ROOT/etc/default/grub"
+  # update-initramfs runs in the VM when the deploy changes modules: under software
+  # emulation the default (all modules, zstd) takes over 10 minutes, this about one.
+  sed -i 's/^MODULES=.*/MODULES=dep/; s/^#\? *COMPRESS=.*/COMPRESS=gzip/' \
+    "$ROOT/etc/initramfs-tools/initramfs.conf"
+  touch "$ROOT/.llmhost-ready"
+}
+
+disk() {
+  log "disk image"
+  rm -f "$IMG"; truncate -s 4G "$IMG"
+  echo 'type=83, bootable' | sfdisk -q "$IMG"
+  local loop; loop=$(losetup -f --show -P "$IMG")
+  trap 'umount -l $VM/mnt 2>/dev/null || true; losetup -d '"$loop"' 2>/dev/null || true' EXIT
+  # This kernel may not scan partitions itself, and there is no udev to make nodes:
+  # add the partition (partx) and make its device node from sysfs.
+  [ -e /sys/block/$(basename "$loop")/$(basename "$loop")p1 ] || partx -a "$loop"
+  local part=${loop}p1 sys=/sys/block/$(basename "$loop")/$(basename "$loop")p1/dev
+  for i in $(seq 1 20); do [ -e "$sys" ] && break; sleep 0.2; done
+  [ -b "$part" ] || mknod "$part" b "$(cut -d: -f1 "$sys")" "$(cut -d: -f2 "$sys")"
+  mkfs.ext4 -q -L vmroot "$part"
+  mkdir -p $VM/mnt; mount "$part" $VM/mnt
+  cp -a "$ROOT"/. $VM/mnt/
+  for d in proc sys dev dev/pts; do mount --bind /$d "$VM/mnt/$d"; done
+  chroot $VM/mnt grub-install --target=i386-pc "$loop" 2>&1 | tail -1
+  chroot $VM/mnt update-grub 2>&1 | tail -1
+  # grub-mkconfig saw the loop device: boot from the VM's own disk name.
+  sed -i "s|root=[^ ]*|root=/dev/vda1|g" $VM/mnt/boot/grub/grub.cfg
+  for d in dev/pts dev sys proc; do umount -l "$VM/mnt/$d"; done
+  umount $VM/mnt; losetup -d "$loop"; trap - EXIT
+  log "image ready: $IMG"
+}
+
+start() {
+  [ -f $VM/qemu.pid ] && kill -0 "$(cat $VM/qemu.pid)" 2>/dev/null && { log "running"; return; }
+  qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+    -drive file=$IMG,if=virtio,format=raw \
+    -nic user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22 \
+    -serial file:$VM/serial.log -monitor none -display none -daemonize -pidfile $VM/qemu.pid
+  log "booting (qemu pid $(cat $VM/qemu.pid)); serial console in $VM/serial.log"
+  for i in $(seq 1 180); do
+    ssh -i $KEY -p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+      -o LogLevel=ERROR -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 true 2>/dev/null \
+      && { log "ssh up after ~$((i * 2))s"; return; }
+    sleep 2
+  done
+  echo "VM did not come up; serial log tail:" >&2; tail -20 $VM/serial.log >&2; exit 1
+}
+
+stop() {
+  [ -f $VM/qemu.pid ] && kill "$(cat $VM/qemu.pid)" 2>/dev/null || true
+  rm -f $VM/qemu.pid
+}
+
+"$@"
