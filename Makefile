@@ -14,7 +14,7 @@ APT_PACKAGES := lxc lxc-templates debootstrap rsync wget openssh-client iptables
 	apt-cacher-ng python3 python3-venv ca-certificates
 
 .PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down serve host demo \
-	test test-unit test-vm bench lint
+	test test-unit test-vm test-language bench lint
 
 deps: $(VENV)/.synced
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { \
@@ -57,11 +57,15 @@ demo: serve
 	$(PY) -m llmhost.cli ask "Write one line about GPUs."
 
 test: sandbox-up standin-up
-	$(PYTEST) -v tests/unit tests/integration tests/state/guest \
+	$(PYTEST) -v tests/unit tests/integration tests/language tests/state/guest \
 	  --hosts=ssh://$(SANDBOX_IP) --ssh-config=.sandbox/ssh_config
 	$(PYTEST) -v tests/state/host --hosts=ssh://$(STANDIN_IP) --ssh-config=.sandbox/ssh_config
 	$(MAKE) --no-print-directory bench
 	$(MAKE) --no-print-directory test-vm
+
+# Language-level correctness on a real model from PyPI (SmolLM2-135M; ~7 minutes; in make test).
+test-language: sandbox-up
+	$(PYTEST) -v tests/language
 
 # deploys/host.py on a Debian 12 VM booted through GRUB under QEMU TCG: real update-grub,
 # real reboots, /proc/cmdline, sysctl and lsmod checked after each. About 10 minutes.

@@ -7,7 +7,6 @@ pyinfra's own floor, independent of how fast this machine is today.
 
 from __future__ import annotations
 
-import json
 import platform
 import statistics
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from llmhost.bench.history import save_benchmark  # noqa: E402
 from llmhost.sandbox import load_state  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -80,10 +80,7 @@ def main() -> int:
         "exec_true_median_s": statistics.median(floor),
         "ratio": round(ratio, 2),
     }
-    out_dir = REPO / "benchmarks" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    (out_dir / f"converge-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
+    save_benchmark("converge", result, REPO / "benchmarks" / "results")
     print(
         f"converge: serve.py no-op {result['serve_noop_median_s']:.2f}s vs exec -- true "
         f"{result['exec_true_median_s']:.2f}s = {ratio:.2f}x (median of {RUNS})"

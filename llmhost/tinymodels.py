@@ -71,13 +71,11 @@ def build_tokenizer(out: Path) -> None:
     fast.save_pretrained(out)
 
 
-def build_model(kind: str, out: Path, tokenizer_dir: Path) -> None:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+def llama_config(tokenizer, layers: int, hidden: int, heads: int, kv_heads: int, inter: int):  # noqa: ANN001, ANN201
+    """The Llama shape every tiny model shares, sized to the shared tokenizer."""
+    from transformers import LlamaConfig
 
-    layers, hidden, heads, kv_heads, inter, seed = SHAPES[kind]
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=inter,
@@ -90,6 +88,15 @@ def build_model(kind: str, out: Path, tokenizer_dir: Path) -> None:
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
     )
+
+
+def build_model(kind: str, out: Path, tokenizer_dir: Path) -> None:
+    import torch
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+    layers, hidden, heads, kv_heads, inter, seed = SHAPES[kind]
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
+    config = llama_config(tokenizer, layers, hidden, heads, kv_heads, inter)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.generation_config.do_sample = False
@@ -112,25 +119,13 @@ def build_eagle3(out: Path, tokenizer_dir: Path) -> None:
     """
     import torch
     from safetensors.torch import save_file
-    from transformers import LlamaConfig, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     layers, hidden, heads, kv_heads, inter, _ = SHAPES[EAGLE3_TARGET]
     head_dim = hidden // heads
     tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
     vocab = len(tokenizer)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=inter,
-        num_hidden_layers=1,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=False,
-    )
+    config = llama_config(tokenizer, 1, hidden, heads, kv_heads, inter)
     config.architectures = ["LlamaForCausalLMEagle3"]
     config.eagle_aux_hidden_state_layer_ids = list(range(layers + 1))
     config.draft_vocab_size = vocab

