@@ -82,6 +82,10 @@ def vllm_bench(ssh: list[str], port: int, round_no: int) -> float:
         "--result-filename",
         out,
         "--disable-tqdm",
+        # llmhost's client decodes greedily (reproducible gates); vllm bench serve would
+        # otherwise sample at the server's default temperature, a different workload.
+        "--temperature",
+        "0",
     ]
     command = (
         "cd /tmp && HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu "
