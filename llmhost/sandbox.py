@@ -421,11 +421,11 @@ def down() -> None:
     STATE_FILE.unlink(missing_ok=True)
 
 
-def reboot() -> None:
-    """Stop and start the guest, as a host reboot would (used by the reboot test)."""
-    _run(["lxc-stop", "-n", CONTAINER])
-    _run(["lxc-start", "-n", CONTAINER, "-d"])
-    wait_booted()
+def reboot(name: str = CONTAINER) -> None:
+    """Stop and start a container, as a host reboot would (used by the reboot tests)."""
+    _run(["lxc-stop", "-n", name])
+    _run(["lxc-start", "-n", name, "-d"])
+    wait_booted(name=name)
 
 
 def status() -> dict:

@@ -134,9 +134,7 @@ def up() -> dict:
 
 def reboot() -> None:
     """lxc-stop/lxc-start, as a power cycle of the host would."""
-    sandbox._run(["lxc-stop", "-n", NAME])
-    sandbox._run(["lxc-start", "-n", NAME, "-d"])
-    sandbox.wait_booted(name=NAME)
+    sandbox.reboot(NAME)
     sandbox.wait_ssh(sandbox.STATE_DIR / "id_ed25519", ip=IP)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
-from pyinfra import host, logger
+from pyinfra import host
 from pyinfra.api import OperationError, operation
 from pyinfra.context import state
 
 from llmhost.facts.nvidia import HostDriverVersion, UserspaceDriverVersion
 from llmhost.gpu_userspace import driver_mismatch
+from llmhost.operations.log import say
 
 
 @operation()
@@ -27,6 +28,6 @@ def driver_versions_match(pin: str):
     problem = driver_mismatch(module, userspace or "absent", pin)
     if problem:
         raise OperationError(f"GPU userspace: {problem}; vLLM is not started")
-    logger.info(f"{host.print_prefix}NVIDIA driver {module}: kernel module and userspace agree")
+    say(f"NVIDIA driver {module}: kernel module and userspace agree")
     host.noop("driver versions match")
     yield from ()

@@ -10,7 +10,7 @@ import shlex
 import time
 from io import StringIO
 
-from pyinfra import host, logger
+from pyinfra import host
 from pyinfra.api import OperationError, operation
 from pyinfra.context import state
 from pyinfra.operations import files, server
@@ -21,6 +21,7 @@ from llmhost.host_config import StandIn
 from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
 from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
 from llmhost.lxc_passthrough import qm_set_commands, with_block
+from llmhost.operations.log import say
 
 
 def host_command(stand_in: StandIn | None, command: str) -> str:
@@ -29,10 +30,6 @@ def host_command(stand_in: StandIn | None, command: str) -> str:
         return command
     log = shlex.quote(stand_in.command_log)
     return f"mkdir -p $(dirname {log}) && printf '%s\\n' {shlex.quote(command)} >> {log}"
-
-
-def say(message: str) -> None:
-    logger.info(f"{host.print_prefix}{message}")
 
 
 @operation()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 
-from pyinfra import host, logger
+from pyinfra import host
 from pyinfra.api import OperationError, operation
 from pyinfra.context import state
 
 from llmhost.facts.files import JournalTail, UnitState
+from llmhost.operations.log import say
 from llmhost.readiness import wait_ready
 
 
@@ -43,7 +44,7 @@ def ready(unit: str, base_url: str, served_name: str, timeout_s: int):
         base_url,
         served_name,
         timeout_s,
-        log=lambda m: logger.info(f"{host.print_prefix}{m}"),
+        log=say,
         crash_check=crash_check,
     )
     if not result.ready:
@@ -52,8 +53,8 @@ def ready(unit: str, base_url: str, served_name: str, timeout_s: int):
             f"{unit} not ready after {result.waited_s:.0f}s at stage {result.stage!r}: "
             f"{result.detail}\n--- last journal lines of {unit} ---\n" + "\n".join(journal)
         )
-    logger.info(
-        f"{host.print_prefix}READY {served_name} at {base_url} after {result.waited_s:.0f}s "
+    say(
+        f"READY {served_name} at {base_url} after {result.waited_s:.0f}s "
         f"(models: {', '.join(result.models)}; 1-token completion: {result.completion!r})"
     )
     host.noop(f"{unit} serves {served_name} at {base_url}")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyinfra import host, logger
+from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import state
@@ -29,13 +29,10 @@ from llmhost.bench.result import LevelResult
 from llmhost.bench.spec_metrics import acceptance, fetch_spec_counters
 from llmhost.catalog import BenchProfile, CorrectnessProfile
 from llmhost.correctness import greedy, judge, reference_request
+from llmhost.operations.log import say
 from llmhost.readiness import wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def say(message: str) -> None:
-    logger.info(f"{host.print_prefix}{message}")
 
 
 def guest_run(command: str) -> tuple[bool, str, str]:
@@ -128,10 +125,14 @@ class UnitSwap:
     def __enter__(self) -> UnitSwap:
         say(f"A/B: stopping {self.main}, starting {self.other} (same model, no draft)")
         ok, _, err = guest_run(f"systemctl stop {self.main} && systemctl start {self.other}")
-        if not ok:
+        try:
+            if not ok:
+                raise OperationError(f"A/B: could not start {self.other}: {err}")
+            self.wait(self.other)
+        except BaseException:
+            # __exit__ does not run when __enter__ fails: give the main unit back here.
             self.__exit__(None, None, None)
-            raise OperationError(f"A/B: could not start {self.other}: {err}")
-        self.wait(self.other)
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
