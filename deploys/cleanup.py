@@ -10,11 +10,11 @@ and vLLM are reported, not killed, unless cleanup_force is set.
 from pyinfra import host, logger
 from pyinfra.operations import python, server
 
-from llmhost import config
+from llmhost.config.loading import load_guest
 from llmhost.render import gpu_free_command
 from llmhost.tasks.uv_vllm import install_gpu_free
 
-cfg = config.load_guest(host)
+cfg = load_guest(host)
 
 install_gpu_free(cfg)
 cleanup = server.shell(

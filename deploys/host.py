@@ -5,9 +5,9 @@ pyinfra inventory/lab.py deploys/host.py --limit proxmox_hosts
 
 from pyinfra import host
 
-from llmhost import config
+from llmhost.config.loading import load_proxmox_host
 from llmhost.tasks.proxmox_host import proxmox_host
 
 if "proxmox_hosts" in host.groups:
-    cfg = config.load_proxmox_host(host)  # bad data stops here, before any operation
+    cfg = load_proxmox_host(host)  # bad data stops here, before any operation
     proxmox_host(cfg)

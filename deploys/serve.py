@@ -6,7 +6,7 @@ pyinfra inventory/lab.py deploys/serve.py --data served_model=minimax-m2.5
 
 from pyinfra import host
 
-from llmhost import config
+from llmhost.config.loading import load_guest
 from llmhost.tasks.gpu_userspace import gpu_userspace, preflight
 from llmhost.tasks.guest_base import guest_base
 from llmhost.tasks.hooks import hooks
@@ -14,7 +14,7 @@ from llmhost.tasks.model_stage import model_stage
 from llmhost.tasks.uv_vllm import uv_vllm
 from llmhost.tasks.vllm_service import retire_stale_units, vllm_service
 
-cfg = config.load_guest(host)  # bad data stops here, before any operation
+cfg = load_guest(host)  # bad data stops here, before any operation
 if cfg.accelerator == "cuda":
     preflight(cfg)  # a host driver other than the pin stops here too
 

@@ -1,6 +1,6 @@
 """The embedded default: the local Debian 12 LXC guest that `make sandbox-up` creates."""
 
-from llmhost.sandbox import load_state
+from llmhost.testbed.sandbox import load_state
 
 _state = load_state()
 

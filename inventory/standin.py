@@ -1,7 +1,7 @@
 """A container standing in for a Proxmox host (make standin-up): deploys/host.py runs for real
 against its files; what only Proxmox/NVIDIA can run is recorded (see llmhost/standin.py)."""
 
-from llmhost.standin import load
+from llmhost.testbed.standin import load
 
 _s = load()
 

@@ -12,16 +12,14 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
+
+from llmhost.config.types import Strict
 
 CATALOG_FILE = Path(__file__).with_name("catalog.toml")
 
 Accelerator = Literal["cuda", "cpu"]
 HostProfileName = Literal["lxc-p2p", "kvm-vfio", "sandbox"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SpeculativeConfig(Strict):

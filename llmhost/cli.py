@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from llmhost import sandbox
+from llmhost.testbed import sandbox
 
 
 def ask_sandbox(prompt: str, port: int, max_tokens: int) -> int:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(json.dumps(sandbox.status(), indent=2))
         elif args.command == "standin":
-            from llmhost import standin
+            from llmhost.testbed import standin
 
             {"up": standin.up, "down": standin.down, "reset": standin.reset}[args.action]()
         elif args.command == "ask":

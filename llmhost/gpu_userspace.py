@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shlex
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
 
 RUN_FILE_DIR = "/var/cache/llmhost"
 

@@ -3,14 +3,10 @@ files the reference box gets are compared against golden files in tests."""
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
-from llmhost.host_config import ProxmoxHostConfig
-
-HOST_PROFILES_FILE = Path(__file__).with_name("host_profiles.toml")
+from llmhost.config.proxmox_host import ProxmoxHostConfig
+from llmhost.host_profiles import host_profile
 
 # Sources: research-anchors.md §3 (Proxmox GPU wiki, compressed-tensors#798).
 DEFAULT_SYSCTLS: dict[str, int | str] = {
@@ -30,11 +26,6 @@ GRUB_DEFAULT = "/etc/default/grub"
 HEADER = "# Managed by llmhost (deploys/host.py); edits are overwritten.\n"
 
 
-@cache
-def _profiles() -> dict:
-    return tomllib.loads(HOST_PROFILES_FILE.read_text())["profiles"]
-
-
 @dataclass(frozen=True)
 class HostPlan:
     kernel_params: list[str]
@@ -46,23 +37,24 @@ class HostPlan:
 
 
 def plan(cfg: ProxmoxHostConfig) -> HostPlan:
-    side = _profiles()[cfg.host_profile]["host"]
+    side = host_profile(cfg.host_profile).host
+    assert side is not None, f"{cfg.host_profile} is not a Proxmox host profile"
     ids = ",".join(cfg.gpu_pci_ids)
 
-    def fill(values: list[str]) -> list[str]:
+    def fill(values: tuple[str, ...]) -> list[str]:
         return [v.replace("{gpu_pci_ids}", ids) for v in values]
 
-    present = fill(side["kernel_params"])
+    present = fill(side.kernel_params)
     extra = list(cfg.kernel_params)
     extra_names = {p.split("=", 1)[0] for p in extra}
     present = [p for p in present if p.split("=", 1)[0] not in extra_names] + extra
-    absent = [a for a in fill(side["kernel_params_absent"]) if a not in extra]
+    absent = [a for a in fill(side.kernel_params_absent) if a not in extra]
     absent += [a for a in cfg.kernel_params_absent if a not in absent]
     return HostPlan(
         kernel_params=present,
         kernel_params_absent=absent,
-        modules=list(side["modules"]),
-        modprobe_lines=fill(side["modprobe"]),
+        modules=list(side.modules),
+        modprobe_lines=fill(side.modprobe),
         sysctls={**DEFAULT_SYSCTLS, **cfg.sysctls},
         uses_nvidia_driver=cfg.host_profile == "lxc-p2p",
     )

@@ -13,21 +13,19 @@ from llmhost.bench.prompts import token_prompts
 from llmhost.bench.result import LevelResult, RunConfig
 from llmhost.catalog import BenchProfile
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def git_sha() -> str:
     """The llmhost commit that ran the benchmark, "-dirty" when the tree has edits."""
     try:
         sha = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
+            ["git", "-C", str(Path.cwd()), "rev-parse", "--short=12", "HEAD"],
             capture_output=True,
             text=True,
             check=True,
             timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(Path.cwd()), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=10,

@@ -15,9 +15,9 @@ from pyinfra.api import OperationError, operation
 from pyinfra.context import state
 from pyinfra.operations import files, server
 
+from llmhost.config.proxmox_host import StandIn
 from llmhost.facts.files import FileText
 from llmhost.facts.host import RunningCmdline
-from llmhost.host_config import StandIn
 from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
 from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
 from llmhost.lxc_passthrough import qm_set_commands, with_block

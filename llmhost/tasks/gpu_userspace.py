@@ -9,7 +9,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import apt, files, server
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
 from llmhost.facts.nvidia import HostDriverVersion, UserspaceDriverVersion
 from llmhost.gpu_userspace import (
     cuda_packages,

@@ -7,7 +7,7 @@ from io import StringIO
 from pyinfra.api import deploy
 from pyinfra.operations import apt, files, server
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmhost-proxy"
 GUEST_PACKAGES = [

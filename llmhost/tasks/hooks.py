@@ -11,7 +11,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
 from llmhost.operations.serving import ready
 from llmhost.operations.verify import correct, throughput
 from llmhost.render import ab_unit_name, refcheck_path, unit_name, unit_paths

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files
 
 from llmhost.catalog import ModelProfile, load_catalog
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
+from llmhost.guest import script
 from llmhost.operations.models import StageTools, staged
 
-BUILDER = Path(__file__).resolve().parent.parent / "tinymodels.py"
-IMPORTER = Path(__file__).resolve().parent.parent / "gguf_import.py"
+BUILDER = script("tinymodels.py")
+IMPORTER = script("gguf_import.py")
 
 
 def models_to_stage(cfg: GuestConfig) -> list[ModelProfile]:

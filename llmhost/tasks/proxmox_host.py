@@ -15,9 +15,9 @@ from pyinfra.api.exceptions import PyinfraError
 from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
+from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.facts.host import ActiveSwaps, BootLoader, Container, FstabSwaps
 from llmhost.facts.nvidia import DeviceMajors, HostDriverVersion, NvidiaDeviceNodes
-from llmhost.host_config import ProxmoxHostConfig
 from llmhost.host_plan import (
     APT_PIN_FILE,
     MODPROBE_FILE,

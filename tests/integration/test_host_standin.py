@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmhost import standin
+from llmhost.testbed import standin
 from tests.integration.conftest import pyinfra
 from tests.integration.test_serve_sandbox import results_rows
 

@@ -8,7 +8,7 @@ import re
 
 import requests
 
-from llmhost.sandbox import SandboxState
+from llmhost.testbed.sandbox import SandboxState
 from tests.integration.conftest import REPO, guest_sh, pyinfra
 
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from llmhost.sandbox import SandboxState
+from llmhost.testbed.sandbox import SandboxState
 from tests.integration.conftest import guest_sh, pyinfra
 
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")

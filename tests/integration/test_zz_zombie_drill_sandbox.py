@@ -7,11 +7,11 @@ from __future__ import annotations
 import shlex
 import time
 
-from llmhost.config import load_guest
+from llmhost.config.loading import load_guest
 from llmhost.inventory import get_host
 from llmhost.readiness import probe_once
 from llmhost.render import unit_paths, vllm_command
-from llmhost.sandbox import SandboxState
+from llmhost.testbed.sandbox import SandboxState
 from tests.integration.conftest import guest_sh as sh
 from tests.integration.conftest import pyinfra
 

@@ -6,9 +6,9 @@ the other tests leave tiny-llama converged.
 
 from __future__ import annotations
 
-from llmhost import sandbox as sandbox_ctl
 from llmhost.readiness import wait_ready
-from llmhost.sandbox import SandboxState
+from llmhost.testbed import sandbox as sandbox_ctl
+from llmhost.testbed.sandbox import SandboxState
 from tests.integration.conftest import guest_sh, pyinfra
 from tests.integration.test_serve_sandbox import SERVE, results_rows
 

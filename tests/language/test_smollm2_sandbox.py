@@ -9,7 +9,7 @@ make test-language, and make test (about 7 minutes: an 89 MB wheel, a 3-minute s
 
 from __future__ import annotations
 
-from llmhost.sandbox import SandboxState
+from llmhost.testbed.sandbox import SandboxState
 from tests.integration.conftest import pyinfra
 from tests.integration.test_serve_sandbox import SERVE
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from llmhost.config import ConfigError, GuestConfig, validate
+from llmhost.config.guest import GuestConfig
+from llmhost.config.loading import ConfigError, validate
 
 SANDBOX: dict[str, Any] = {
     "host_profile": "sandbox",

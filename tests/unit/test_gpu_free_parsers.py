@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmhost.gpu_free import Proc, in_scope, parse_compute_apps, parse_fuser, parse_memory_used
+from llmhost.guest.gpu_free import (
+    Proc,
+    in_scope,
+    parse_compute_apps,
+    parse_fuser,
+    parse_memory_used,
+)
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 H200 = FIX / "h200"

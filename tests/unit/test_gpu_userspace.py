@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmhost.config import load_guest
+from llmhost.config.loading import load_guest
 from llmhost.facts.nvidia import parse_driver_version, parse_userspace_version
 from llmhost.gpu_userspace import (
     cuda_packages,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmhost.config import ConfigError, validate
-from llmhost.host_config import ProxmoxHostConfig
+from llmhost.config.loading import ConfigError, validate
+from llmhost.config.proxmox_host import ProxmoxHostConfig
 
 GOOD = {
     "host_profile": "lxc-p2p",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmhost.config import load_proxmox_host
+from llmhost.config.loading import load_proxmox_host
+from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.facts.nvidia import parse_proc_devices
-from llmhost.host_config import ProxmoxHostConfig
 from llmhost.host_plan import (
     plan,
     render_apt_pin,

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from llmhost.config import GuestConfig, load_guest
+from llmhost.config.guest import GuestConfig
+from llmhost.config.loading import load_guest
 from llmhost.inventory import get_host
 from llmhost.render import render_env, render_unit, vllm_command
 

@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from llmhost.config import GuestConfig, load_guest
+from llmhost.config.guest import GuestConfig
+from llmhost.config.loading import load_guest
 from llmhost.inventory import get_host
 
 

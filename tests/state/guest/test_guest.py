@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmhost.config import GuestConfig
+from llmhost.config.guest import GuestConfig
 from llmhost.operations.models import MARKER
 from llmhost.render import unit_paths
 

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from llmhost.config import load_proxmox_host
-from llmhost.host_config import ProxmoxHostConfig
+from llmhost.config.loading import load_proxmox_host
+from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.inventory import get_host
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.facts.nvidia import parse_proc_devices
-from llmhost.host_config import ProxmoxHostConfig
 from llmhost.host_plan import (
     APT_PIN_FILE,
     MODPROBE_FILE,

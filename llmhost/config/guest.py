@@ -1,29 +1,12 @@
-"""Typed group_data: validate a host's data before the first operation touches it.
-
-pyinfra hands deploys a flat, untyped `host.data`. A typo there would otherwise surface as
-a Jinja `Undefined`, a bad unit file or a half-converged host. `load_guest(host)` and
-`load_proxmox_host(host)` turn it into frozen pydantic models and raise one ConfigError
-naming the host, each bad field path and what is allowed.
-"""
+"""group_data of a serving guest (LXC container, KVM VM, or the sandbox), as a typed model."""
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
-from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pyinfra.api.exceptions import PyinfraError
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from llmhost.catalog import (
     BenchProfile,
@@ -32,26 +15,7 @@ from llmhost.catalog import (
     load_catalog,
     servable_models,
 )
-
-
-class ConfigError(PyinfraError):
-    """Bad group_data; raised before any operation, so the host is left untouched."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _abs_path(value: str) -> str:
-    if not PurePosixPath(value).is_absolute() or any(c in value for c in " \t\n'\"$`"):
-        raise ValueError("must be an absolute path without spaces, quotes or '$'")
-    return value
-
-
-AbsPath = Annotated[str, AfterValidator(_abs_path)]
-Port = Annotated[int, Field(ge=1024, le=65535)]
-NAME_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
-VERSION_RE = r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$"
+from llmhost.config.types import NAME_RE, VERSION_RE, AbsPath, Port, Strict, version_tuple
 
 # Minimum NVIDIA driver for each CUDA wheel variant (CUDA toolkit release notes, table 3).
 CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
@@ -60,10 +24,6 @@ CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
     "cu129": "575.51.03",
     "cu130": "580.65.06",
 }
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
 class PackageSources(Strict):
@@ -271,65 +231,3 @@ class GuestConfig(Strict):
     @property
     def venv_dir(self) -> str:
         return f"{self.root_dir}/venvs/{self.venv_name}"
-
-
-# Fields pyinfra itself reads from host.data (connectors, sudo, ...): never ours to judge.
-PYINFRA_DATA_PREFIXES = ("ssh_", "_", "docker_", "chroot_", "local_", "winrm_", "podman_")
-
-
-def _format_errors(host_name: str, exc: ValidationError, data: dict[str, Any]) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = "required field is missing"
-        elif err["type"] == "extra_forbidden":
-            field = str(err["loc"][-1])
-            close = difflib.get_close_matches(field, _all_fields(), n=1)
-            msg = "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
-        elif err["type"] == "literal_error":
-            msg = f"got {err.get('input')!r}; {msg}"
-        elif "input" in err and err["type"] not in ("value_error", "assertion_error"):
-            msg = f"got {err['input']!r}; {msg}"
-        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")
-    return f"invalid group_data for host {host_name!r}:\n" + "\n".join(lines)
-
-
-def _all_fields() -> list[str]:
-    from llmhost.host_config import ProxmoxHostConfig
-
-    return [*GuestConfig.model_fields, *ProxmoxHostConfig.model_fields]
-
-
-def _ours(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
-    """The keys this model validates; unknown non-pyinfra keys too, so typos are caught."""
-    known_elsewhere = set(_all_fields()) - fields
-    return {
-        k: v
-        for k, v in data.items()
-        if not k.startswith(PYINFRA_DATA_PREFIXES) and k not in known_elsewhere
-    }
-
-
-def validate(model: type[Strict], host_name: str, data: dict[str, Any]) -> Any:
-    payload = _ours(data, set(model.model_fields))
-    payload["host_name"] = host_name
-    try:
-        return model.model_validate(payload)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(host_name, exc, payload)) from None
-
-
-def host_data(host: Any) -> dict[str, Any]:
-    return dict(host.data.dict())
-
-
-def load_guest(host: Any) -> GuestConfig:
-    return validate(GuestConfig, host.name, host_data(host))
-
-
-def load_proxmox_host(host: Any) -> Any:
-    from llmhost.host_config import ProxmoxHostConfig
-
-    return validate(ProxmoxHostConfig, host.name, host_data(host))

@@ -15,14 +15,14 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from llmhost import sandbox
+from llmhost.testbed import sandbox
 
 NAME = "llmhost-pve"
 IP = sandbox.STANDIN_IP
 STATE_FILE = sandbox.STATE_DIR / "standin.json"
 FACT_ROOT = "/srv/llmhost-standin/h200"
 COMMAND_LOG = "/var/log/llmhost/not-executed.log"
-CAPTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "h200"
+CAPTURES = sandbox.REPO_ROOT / "tests" / "fixtures" / "h200"
 
 LXC_201 = """\
 arch: amd64

@@ -19,7 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The checkout this test bed belongs to: its state, logs and keys live in <repo>/.sandbox.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = Path(os.environ.get("LLMHOST_SANDBOX_DIR", REPO_ROOT / ".sandbox"))
 STATE_FILE = STATE_DIR / "state.json"
 

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from llmhost.catalog import ModelProfile, load_catalog
-from llmhost.config import GuestConfig
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-HOST_PROFILES_FILE = Path(__file__).with_name("host_profiles.toml")
+from llmhost.config.guest import GuestConfig
+from llmhost.host_profiles import host_profile
 
 # Set on every unit: no phoning home, no hub access at run time (weights are staged).
 BASE_ENV = {
@@ -30,15 +26,9 @@ BASE_ENV = {
 
 
 @cache
-def host_profile_env(name: str) -> dict[str, str]:
-    profiles = tomllib.loads(HOST_PROFILES_FILE.read_text())["profiles"]
-    return dict(profiles[name]["env"])
-
-
-@cache
 def jinja() -> Environment:
     return Environment(
-        loader=FileSystemLoader(TEMPLATES),
+        loader=PackageLoader("llmhost.render", "templates"),  # shipped inside the wheel
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -148,7 +138,7 @@ def unit_env(cfg: GuestConfig, model: str) -> dict[str, str]:
     profile = cfg.profile_for(model)
     env = dict(BASE_ENV)
     env["HF_HOME"] = f"{cfg.root_dir}/hf-home"
-    env.update(host_profile_env(cfg.host_profile))
+    env.update(host_profile(cfg.host_profile).env)
     if cfg.accelerator == "cuda":
         assert cfg.cuda is not None
         cuda_home = f"/usr/local/cuda-{cfg.cuda.toolkit_version}"
@@ -175,7 +165,7 @@ def refcheck_path(cfg: GuestConfig) -> str:
 
 
 def gpu_free_command(cfg: GuestConfig, force: bool = False) -> list[str]:
-    """The one cleanup code path (llmhost/gpu_free.py) as the guest runs it."""
+    """The one cleanup code path (llmhost/guest/gpu_free.py) as the guest runs it."""
     argv = ["/usr/bin/python3", gpu_free_path(cfg), "--user", cfg.service_user]
     return argv + (["--force"] if force else [])
 
