@@ -14,7 +14,7 @@ APT_PACKAGES := lxc lxc-templates debootstrap rsync wget openssh-client iptables
 	apt-cacher-ng python3 python3-venv ca-certificates
 
 .PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down serve host demo \
-	test test-unit test-vm test-language bench lint
+	test test-unit test-vm test-language bench lint golden
 
 deps: $(VENV)/.synced
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { \
@@ -81,6 +81,11 @@ bench: sandbox-up
 
 test-unit: deps
 	$(PY) -m pytest -q tests/unit
+
+# Rewrite tests/golden/ from what the code renders now, after a reviewed change (tests only
+# compare); then review `git diff tests/golden`.
+golden: $(VENV)/.synced
+	$(PY) tests/update_golden.py
 
 lint: deps
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

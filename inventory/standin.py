@@ -1,5 +1,5 @@
 """A container standing in for a Proxmox host (make standin-up): deploys/host.py runs for real
-against its files; what only Proxmox/NVIDIA can run is recorded (see llmhost/standin.py)."""
+against its files; what only Proxmox/NVIDIA can run is recorded by shims (llmhost/testbed/)."""
 
 from llmhost.testbed.standin import load
 
@@ -17,7 +17,6 @@ proxmox_hosts = [
             "nvidia_driver_version": "580.159.04",
             "lxc_guests": [{"vmid": 201, "name": "llm-lxc"}],
             "kvm_guests": [{"vmid": 301, "name": "llm-vm", "pci_addresses": []}],
-            "stand_in": {"fact_root": _s["fact_root"], "command_log": _s["command_log"]},
         },
     )
 ]

@@ -1,4 +1,7 @@
-"""Shared test helpers: group_data as the deploys see it."""
+"""Puts the checkout first on sys.path, so `llmhost` and `tests.helpers` import from it.
+
+Shared helpers live in tests/helpers.py; fixtures in the conftest.py of each test directory.
+"""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ class VerifySettings(Strict):
     throughput_gate: bool = True
     draft_ab: Literal["on-change", "always", "never"] = "on-change"
     bench: BenchOverride | None = None
-    # On the control machine, relative to the repository unless absolute.
+    # On the control machine, relative to the directory pyinfra runs in unless absolute.
     results_dir: str = "benchmarks/results"
 
 

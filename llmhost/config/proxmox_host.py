@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from llmhost.config.types import VERSION_RE, AbsPath, Strict
+from llmhost.config.types import VERSION_RE, Strict
 
 KERNEL_PARAM_RE = re.compile(r"^[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.,:\-/]+)?$")
 PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
@@ -33,19 +33,6 @@ class KvmGuestRef(Strict):
         return values
 
 
-class StandIn(Strict):
-    """A container standing in for a Proxmox host (tests, demos): never a real site.
-
-    Facts that need NVIDIA hardware (/proc/devices, /dev/nvidia*, the driver version, the
-    running cmdline) are read under `fact_root`, where captures of a real host were put,
-    and commands that need Proxmox or NVIDIA (pct, qm, proxmox-boot-tool, update-grub,
-    update-initramfs, nvidia-persistenced) are appended to `command_log`, not executed.
-    """
-
-    fact_root: AbsPath
-    command_log: AbsPath = "/var/log/llmhost/not-executed.log"
-
-
 class ProxmoxHostConfig(Strict):
     host_name: str
     host_profile: Literal["lxc-p2p", "kvm-vfio"]
@@ -60,7 +47,6 @@ class ProxmoxHostConfig(Strict):
     kvm_guests: tuple[KvmGuestRef, ...] = ()
     # Seconds to wait for the host to come back after a reboot this deploy asked for.
     reboot_timeout_s: int = Field(default=900, ge=60)
-    stand_in: StandIn | None = None
 
     @field_validator("kernel_params", "kernel_params_absent")
     @classmethod

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable
 
 from pyinfra.api import FactBase
@@ -38,8 +37,8 @@ class RunningCmdline(FactBase[list[str]]):
     def default() -> list[str]:
         return []
 
-    def command(self, root: str = "/", nonce: str = "") -> str:
-        return f"cat {shlex.quote(root.rstrip('/') + '/proc/cmdline')}"
+    def command(self, nonce: str = "") -> str:
+        return "cat /proc/cmdline"
 
     def process(self, output: Iterable[str]) -> list[str]:
         return " ".join(output).split()

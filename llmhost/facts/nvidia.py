@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterable
 
 from pyinfra.api import FactBase
@@ -34,9 +33,8 @@ class DeviceMajors(FactBase[dict[str, int]]):
     def default() -> dict[str, int]:
         return {}
 
-    def command(self, root: str = "/") -> str:
-        # root: a stand-in host reads a real host's capture from <root>/proc/devices.
-        return f"cat {shlex.quote(root.rstrip('/') + '/proc/devices')}"
+    def command(self) -> str:
+        return "cat /proc/devices"
 
     def process(self, output: Iterable[str]) -> dict[str, int]:
         return parse_proc_devices(output)
@@ -49,23 +47,19 @@ class NvidiaDeviceNodes(FactBase[list[str]]):
     def default() -> list[str]:
         return []
 
-    def command(self, root: str = "/") -> str:
-        if root == "/":
-            return "find /dev -maxdepth 2 -name 'nvidia*' -type c 2>/dev/null | sort || true"
-        # A stand-in's capture holds the node names as plain files under <root>/dev.
-        base = shlex.quote(root.rstrip("/"))
-        return (
-            f"cd {base} 2>/dev/null && find dev -maxdepth 2 -name 'nvidia*' -type f "
-            "| sed 's|^|/|' | sort || true"
-        )
+    def command(self) -> str:
+        return "find /dev -maxdepth 2 -name 'nvidia*' -type c 2>/dev/null | sort || true"
 
     def process(self, output: Iterable[str]) -> list[str]:
         return [line.strip() for line in output if line.strip()]
 
 
 def parse_driver_version(text: str) -> str | None:
-    """/proc/driver/nvidia/version -> '580.159.04'."""
+    """/proc/driver/nvidia/version (or nvidia-smi's driver_version line) -> '580.159.04'."""
     m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    if m:
+        return m.group(1)
+    m = re.fullmatch(r"\s*(\d+\.\d+(?:\.\d+)?)\s*", text)
     return m.group(1) if m else None
 
 
@@ -76,9 +70,13 @@ class HostDriverVersion(FactBase[str | None]):
     def default() -> None:
         return None
 
-    def command(self, root: str = "/", nonce: str = "") -> str:
-        path = shlex.quote(root.rstrip("/") + "/proc/driver/nvidia/version")
-        return f"cat {path} 2>/dev/null || true"
+    def command(self, nonce: str = "") -> str:
+        # The module's own file; where /proc/driver is hidden, NVML's view of the same module.
+        return (
+            "cat /proc/driver/nvidia/version 2>/dev/null || "
+            "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null "
+            "| head -n 1 || true"
+        )
 
     def process(self, output: Iterable[str]) -> str | None:
         return parse_driver_version("\n".join(output))

@@ -1,12 +1,12 @@
 """Operations pyinfra has no equivalent for: kernel cmdline, guest config blocks, qm set.
 
-Commands that only exist on a real Proxmox/NVIDIA host go through `host_command`, which on
-a stand-in host appends them to a log instead (tests assert those exact lines).
+Each reads a fact and yields commands only for a difference. The commands are the real ones
+(`proxmox-boot-tool refresh`, `update-grub`, `pct reboot`, `qm set`); the test bed's stand-in
+host has shims by those names that record them.
 """
 
 from __future__ import annotations
 
-import shlex
 import time
 from io import StringIO
 
@@ -15,7 +15,6 @@ from pyinfra.api import OperationError, operation
 from pyinfra.context import state
 from pyinfra.operations import files, server
 
-from llmhost.config.proxmox_host import StandIn
 from llmhost.facts.files import FileText
 from llmhost.facts.host import RunningCmdline
 from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
@@ -24,25 +23,14 @@ from llmhost.lxc_passthrough import qm_set_commands, with_block
 from llmhost.operations.log import say
 
 
-def host_command(stand_in: StandIn | None, command: str) -> str:
-    """The command, or on a stand-in the line that records it as not executed."""
-    if stand_in is None:
-        return command
-    log = shlex.quote(stand_in.command_log)
-    return f"mkdir -p $(dirname {log}) && printf '%s\\n' {shlex.quote(command)} >> {log}"
-
-
 @operation()
-def kernel_cmdline(
-    boot_loader: str, present: list[str], absent: list[str], stand_in: StandIn | None = None
-):
+def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
     """
     Add/remove kernel parameters in the file the next boot reads; refresh the boot loader.
 
     + boot_loader: "systemd-boot" (/etc/kernel/cmdline) or "grub" (/etc/default/grub)
     + present: parameters to set (name=value replaces the same name)
     + absent: parameters to remove (a bare name removes every value)
-    + stand_in: record proxmox-boot-tool/update-grub instead of running them
     """
     if boot_loader == "systemd-boot":
         text = host.get_fact(FileText, path=SYSTEMD_BOOT_CMDLINE)
@@ -71,7 +59,7 @@ def kernel_cmdline(
     else:
         raise OperationError(f"unknown boot loader {boot_loader!r}")
     yield from files.put._inner(src=StringIO(new_text), dest=path, mode="644")
-    yield host_command(stand_in, refresh)
+    yield refresh
 
 
 @operation()
@@ -80,7 +68,6 @@ def running_cmdline(
     absent: list[str],
     allow_reboot: bool,
     reboot_timeout_s: int,
-    root: str = "/",
 ):
     """
     Compare /proc/cmdline with the wanted set: say "reboot required", or reboot if allowed.
@@ -89,11 +76,10 @@ def running_cmdline(
     + absent: parameters it must not have
     + allow_reboot: group_data's consent to reboot this host (it stops every guest)
     + reboot_timeout_s: how long to wait for the host to come back
-    + root: where /proc/cmdline is read (a stand-in host reads a capture)
     """
     if not state.is_executing:
         return
-    running = host.get_fact(RunningCmdline, root=root, nonce=str(time.monotonic()))
+    running = host.get_fact(RunningCmdline, nonce=str(time.monotonic()))
     problems = reboot_needed(running, present, absent)
     if not problems:
         host.noop("the running kernel has the wanted command line")
@@ -111,17 +97,16 @@ def running_cmdline(
 
 
 @operation()
-def verify_cmdline(present: list[str], absent: list[str], root: str = "/"):
+def verify_cmdline(present: list[str], absent: list[str]):
     """
     After an allowed reboot the running kernel must have the wanted line, or the run fails.
 
     + present: parameters the running kernel must have
     + absent: parameters it must not have
-    + root: where /proc/cmdline is read
     """
     if not state.is_executing:
         return
-    running = host.get_fact(RunningCmdline, root=root, nonce=str(time.monotonic()))
+    running = host.get_fact(RunningCmdline, nonce=str(time.monotonic()))
     problems = reboot_needed(running, present, absent)
     if problems:
         raise OperationError(
@@ -135,13 +120,12 @@ def verify_cmdline(present: list[str], absent: list[str], root: str = "/"):
 
 
 @operation()
-def lxc_gpu_block(vmid: int, block: str, stand_in: StandIn | None = None):
+def lxc_gpu_block(vmid: int, block: str):
     """
     The managed passthrough block in /etc/pve/lxc/<vmid>.conf; `pct reboot` only on change.
 
     + vmid: the LXC guest
     + block: the rendered block (lxc_passthrough.passthrough_block)
-    + stand_in: record `pct reboot` instead of running it
     """
     path = f"/etc/pve/lxc/{vmid}.conf"
     conf = host.get_fact(FileText, path=path)
@@ -153,17 +137,16 @@ def lxc_gpu_block(vmid: int, block: str, stand_in: StandIn | None = None):
         return
     # /etc/pve is pmxcfs: no chmod/chown there, so the file is written without mode or owner.
     yield from files.put._inner(src=StringIO(new), dest=path)
-    yield host_command(stand_in, f"pct reboot {vmid}")
+    yield f"pct reboot {vmid}"
 
 
 @operation()
-def kvm_hostpci(vmid: int, addresses: list[str], stand_in: StandIn | None = None):
+def kvm_hostpci(vmid: int, addresses: list[str]):
     """
     hostpciN entries of KVM guest <vmid> through `qm set`, only those that differ.
 
     + vmid: the KVM guest
     + addresses: PCI addresses of its GPUs, in hostpci order
-    + stand_in: record `qm set` instead of running it
     """
     path = f"/etc/pve/qemu-server/{vmid}.conf"
     conf = host.get_fact(FileText, path=path)
@@ -173,8 +156,7 @@ def kvm_hostpci(vmid: int, addresses: list[str], stand_in: StandIn | None = None
     if not commands:
         host.noop(f"guest {vmid} already has its hostpci entries")
         return
-    for command in commands:
-        yield host_command(stand_in, command)
+    yield from commands
 
 
 @operation()

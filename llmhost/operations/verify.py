@@ -4,6 +4,10 @@ Like `ready`, these run at execution time from the control machine and yield no 
 a converged host reports zero changes, and a failed proof fails the deploy with the
 numbers that failed it. The draft A/B restarts the serving unit (stop it, serve the same
 model without its draft, measure, serve it again); it always leaves the unit running.
+
+The benchmark is three steps on one `BenchRun`, handing a `BenchOutcome` on:
+`throughput_gate` (the sweep, the gate and spec-decode verdicts), `draft_ab` (the no-draft
+sweep against that same sweep) and `bench_results` (save, then fail on any failed verdict).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyinfra import host
@@ -23,16 +27,15 @@ from pyinfra.api import OperationError, StringCommand, operation
 from pyinfra.api.operation import OperationMeta
 from pyinfra.context import state
 
-from llmhost.bench.gates import ABLine, GateLine, draft_ab, throughput_gate
+from llmhost.bench import gates
+from llmhost.bench.gates import ABLine, GateLine
 from llmhost.bench.history import save_run
 from llmhost.bench.result import LevelResult
-from llmhost.bench.spec_metrics import acceptance, fetch_spec_counters
+from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
 from llmhost.catalog import BenchProfile, CorrectnessProfile
 from llmhost.correctness import greedy, judge, reference_request
 from llmhost.operations.log import say
 from llmhost.readiness import wait_ready
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def guest_run(command: str) -> tuple[bool, str, str]:
@@ -85,7 +88,37 @@ def correct(
     yield from ()
 
 
-def run_sweep(base_url: str, served_name: str, bench: BenchProfile, labels: dict[str, str]):
+@dataclass(frozen=True)
+class BenchRun:
+    """What identifies a benchmark run: the server, the model, its benchmark, where results go."""
+
+    base_url: str  # http://<guest>:<port>
+    served_name: str  # the model name the server answers to
+    model: str  # the catalog profile
+    bench: BenchProfile  # lengths, concurrencies (baseline keys), tolerance
+    labels: dict[str, str]  # host, host profile, model profile for the results
+    results_dir: str  # on the control machine; relative: to the directory pyinfra runs in
+
+    @property
+    def levels(self) -> list[int]:
+        return sorted(self.bench.baselines)
+
+    def save(self, kind: str, results: list[LevelResult], verdicts: dict[str, object]) -> Path:
+        target = Path(self.results_dir).absolute()
+        name = self.labels.get("host", host.name)
+        return save_run(target, name, self.model, kind, results, self.bench.baselines, verdicts)
+
+
+@dataclass
+class BenchOutcome:
+    """What the steps found, handed on: the sweep the A/B compares against, verdicts, failures."""
+
+    results: list[LevelResult] = field(default_factory=list)
+    verdicts: dict[str, object] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def run_sweep(run: BenchRun) -> list[LevelResult]:
     """The benchmark in its own process: pyinfra's gevent patching and asyncio don't mix."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
@@ -94,24 +127,32 @@ def run_sweep(base_url: str, served_name: str, bench: BenchProfile, labels: dict
             "-m",
             "llmhost.bench",
             "--url",
-            base_url,
+            run.base_url,
             "--model",
-            served_name,
+            run.served_name,
             "--bench-json",
-            bench.model_dump_json(),
+            run.bench.model_dump_json(),
             "--json",
             str(out),
         ]
-        argv += [f"--label={k}={v}" for k, v in labels.items()]
-        proc = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        argv += [f"--label={k}={v}" for k, v in run.labels.items()]
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
         if not out.exists():
-            raise OperationError(f"benchmark against {base_url} failed (exit {proc.returncode})")
+            raise OperationError(
+                f"benchmark against {run.base_url} failed (exit {proc.returncode})"
+            )
         results = [LevelResult.from_json(r) for r in json.loads(out.read_text())]
     failed = [r for r in results if r.failed]
     if failed:
         errors = "; ".join(e for r in failed for e in r.errors)
-        raise OperationError(f"benchmark requests failed at {base_url}: {errors}")
+        raise OperationError(f"benchmark requests failed at {run.base_url}: {errors}")
     return results
+
+
+def shown(path: Path) -> Path:
+    """A results path as printed: relative to the current directory when under it."""
+    cwd = Path.cwd()
+    return path.relative_to(cwd) if path.is_relative_to(cwd) else path
 
 
 @dataclass
@@ -141,108 +182,129 @@ class UnitSwap:
         self.wait(self.main)
 
 
+def judge_gate(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
+    """Print the gate lines; record them (or "off") and, when gated, a failure below a floor."""
+    lines: list[GateLine] = gates.throughput_gate(outcome.results, run.bench)
+    for line in lines:
+        say(("throughput " if gate else "throughput (not gated) ") + line.text())
+    outcome.verdicts["gate"] = [vars(line) | {"ok": line.ok} for line in lines] if gate else "off"
+    if gate and not all(line.ok for line in lines):
+        outcome.failures.append(
+            f"throughput below baseline for {run.model}:\n  "
+            + "\n  ".join(line.text() for line in lines if not line.ok)
+        )
+
+
+def record_acceptance(run: BenchRun, acc: Acceptance, outcome: BenchOutcome) -> None:
+    say(f"speculative decoding {run.model}: {acc.text()}")
+    outcome.verdicts["spec_decode"] = {
+        "acceptance_rate": acc.rate,
+        "mean_accepted_length": acc.mean_accepted_length,
+        "drafts": acc.drafts,
+        "draft_tokens": acc.draft_tokens,
+        "accepted_tokens": acc.accepted_tokens,
+    }
+
+
 @operation()
-def throughput(
-    base_url: str,
-    served_name: str,
-    model: str,
-    bench: BenchProfile,
-    labels: dict[str, str],
-    results_dir: str,
-    gate: bool,
+def throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome):
+    """
+    Benchmark at the profile's lengths and concurrencies; gate on its baselines.
+
+    The verdict is recorded in outcome, not raised: the draft A/B still runs on a failed
+    gate, and `bench_results` saves every verdict before it fails the deploy.
+
+    + run: the server, model, benchmark profile, labels and results directory
+    + gate: fail below baseline x (1 - tolerance); False prints the lines, gates nothing
+    + outcome: receives the sweep, the gate and spec-decode verdicts, the failures
+    """
+    if not state.is_executing:
+        return
+    bench = run.bench
+    before = fetch_spec_counters(run.base_url)
+    say(
+        f"benchmark {run.model}: {bench.input_len} in / {bench.output_len} out tokens, "
+        f"c={run.levels}"
+    )
+    outcome.results = run_sweep(run)
+    after = fetch_spec_counters(run.base_url)
+    judge_gate(run, gate, outcome)
+    if before is not None and after is not None:
+        record_acceptance(run, acceptance(before, after), outcome)
+    yield from ()
+
+
+def ab_wanted(mode: str, unit_restarted: OperationMeta | None) -> bool:
+    """Whether the A/B runs: mode "always", or "on-change" when this deploy restarted the unit."""
+    changed = unit_restarted is not None and unit_restarted.did_change()
+    return not (mode == "never" or (mode == "on-change" and not changed))
+
+
+@operation()
+def draft_ab(
+    run: BenchRun,
+    outcome: BenchOutcome,
     unit: str,
-    ab_unit: str | None,
-    ab_mode: str,
-    ab_tolerance: float,
+    ab_unit: str,
+    mode: str,
+    tolerance: float,
     load_timeout_s: int,
     unit_restarted: OperationMeta | None = None,
 ):
     """
-    Benchmark at the profile's lengths and concurrencies; gate on its baselines.
+    Serve the same model without its draft, run the same sweep, compare with outcome's sweep.
 
-    + base_url: http://<guest>:<port>
-    + served_name: the model name the server answers to
-    + model: the catalog profile
-    + bench: lengths, concurrencies (baseline keys), tolerance
-    + labels: host, host profile, model profile for the results
-    + results_dir: where results and plots go on the control machine
-    + gate: fail below baseline x (1 - tolerance)
+    + run: the server, model, benchmark profile, labels and results directory
+    + outcome: holds the with-draft sweep of `throughput_gate`; receives the A/B verdict
     + unit: the serving unit
-    + ab_unit: the same model without draft (None: no draft)
-    + ab_mode: "on-change", "always" or "never"
-    + ab_tolerance: how much slower the draft may be, as noise allowance
+    + ab_unit: the same model without draft
+    + mode: "on-change", "always" or "never"
+    + tolerance: how much slower the draft may be, as noise allowance
     + load_timeout_s: how long a restarted unit may take to be ready
     + unit_restarted: the deploy's restart operation ("on-change" asks it)
     """
     if not state.is_executing:
         return
-    target = Path(results_dir) if Path(results_dir).is_absolute() else REPO / results_dir
-    levels = sorted(bench.baselines)
-    before = fetch_spec_counters(base_url)
-    say(f"benchmark {model}: {bench.input_len} in / {bench.output_len} out tokens, c={levels}")
-    with_draft = run_sweep(base_url, served_name, bench, labels)
-    after = fetch_spec_counters(base_url)
-    failures: list[str] = []
-    verdicts: dict[str, object] = {}
-    lines: list[GateLine] = throughput_gate(with_draft, bench)
-    for line in lines:
-        say(("throughput " if gate else "throughput (not gated) ") + line.text())
-    verdicts["gate"] = [vars(line) | {"ok": line.ok} for line in lines] if gate else "off"
-    if gate and not all(line.ok for line in lines):
-        failures.append(
-            f"throughput below baseline for {model}:\n  "
-            + "\n  ".join(line.text() for line in lines if not line.ok)
+    if not ab_wanted(mode, unit_restarted):
+        say(
+            f"draft A/B for {run.model} skipped: the unit did not change in this run "
+            "(verify.draft_ab = 'always' runs it every time)"
         )
-    if before is not None and after is not None:
-        acc = acceptance(before, after)
-        say(f"speculative decoding {model}: {acc.text()}")
-        verdicts["spec_decode"] = {
-            "acceptance_rate": acc.rate,
-            "mean_accepted_length": acc.mean_accepted_length,
-            "drafts": acc.drafts,
-            "draft_tokens": acc.draft_tokens,
-            "accepted_tokens": acc.accepted_tokens,
-        }
-    ab_lines: list[ABLine] = []
-    if ab_unit:
-        changed = unit_restarted is not None and unit_restarted.did_change()
-        if ab_mode == "never" or (ab_mode == "on-change" and not changed):
-            say(
-                f"draft A/B for {model} skipped: the unit did not change in this run "
-                "(verify.draft_ab = 'always' runs it every time)"
-            )
-        else:
+        return
 
-            def wait(u: str) -> None:
-                result = wait_ready(base_url, served_name, load_timeout_s, log=say)
-                if not result.ready:
-                    raise OperationError(f"A/B: {u} not ready: {result.stage}: {result.detail}")
+    def wait(u: str) -> None:
+        result = wait_ready(run.base_url, run.served_name, load_timeout_s, log=say)
+        if not result.ready:
+            raise OperationError(f"A/B: {u} not ready: {result.stage}: {result.detail}")
 
-            with UnitSwap(unit, ab_unit, wait):
-                without = run_sweep(base_url, served_name, bench, labels)
-            ab_lines = draft_ab(with_draft, without, levels, ab_tolerance)
-            for ab in ab_lines:
-                say(f"draft A/B {model} {ab.text()}")
-            verdicts["draft_ab"] = [vars(a) | {"ok": a.ok, "ratio": a.ratio} for a in ab_lines]
-            save_run(
-                target,
-                labels.get("host", host.name),
-                model,
-                "without-draft",
-                without,
-                bench.baselines,
-                {"reference_for": "draft_ab"},
-            )
-            if not all(a.ok for a in ab_lines):
-                failures.append(
-                    f"the draft of {model} does not pay:\n  "
-                    + "\n  ".join(a.text() for a in ab_lines if not a.ok)
-                )
-    path = save_run(
-        target, labels.get("host", host.name), model, "gate", with_draft, bench.baselines, verdicts
-    )
-    say(f"benchmark results: {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
-    if failures:
-        raise OperationError("\n".join(failures))
-    host.noop(f"{model} holds its baseline")
+    with UnitSwap(unit, ab_unit, wait):
+        without = run_sweep(run)
+    ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
+    for ab in ab_lines:
+        say(f"draft A/B {run.model} {ab.text()}")
+    outcome.verdicts["draft_ab"] = [vars(a) | {"ok": a.ok, "ratio": a.ratio} for a in ab_lines]
+    run.save("without-draft", without, {"reference_for": "draft_ab"})
+    if not all(a.ok for a in ab_lines):
+        outcome.failures.append(
+            f"the draft of {run.model} does not pay:\n  "
+            + "\n  ".join(a.text() for a in ab_lines if not a.ok)
+        )
+    yield from ()
+
+
+@operation()
+def bench_results(run: BenchRun, outcome: BenchOutcome):
+    """
+    Save the sweep with every verdict, then fail the deploy on what failed.
+
+    + run: the server, model, benchmark profile, labels and results directory
+    + outcome: what `throughput_gate` (and `draft_ab`) found
+    """
+    if not state.is_executing:
+        return
+    path = run.save("gate", outcome.results, outcome.verdicts)
+    say(f"benchmark results: {shown(path)}")
+    if outcome.failures:
+        raise OperationError("\n".join(outcome.failures))
+    host.noop(f"{run.model} holds its baseline")
     yield from ()

@@ -13,7 +13,14 @@ from pyinfra.api.operation import OperationMeta
 
 from llmhost.config.guest import GuestConfig
 from llmhost.operations.serving import ready
-from llmhost.operations.verify import correct, throughput
+from llmhost.operations.verify import (
+    BenchOutcome,
+    BenchRun,
+    bench_results,
+    correct,
+    draft_ab,
+    throughput_gate,
+)
 from llmhost.render import ab_unit_name, refcheck_path, unit_name, unit_paths
 from llmhost.tasks.vllm_service import has_ab_unit
 
@@ -49,10 +56,8 @@ def hooks(cfg: GuestConfig, restarts: dict[str, OperationMeta] | None = None) ->
                 refcheck=refcheck_path(cfg),
             )
         bench = cfg.bench_for(model)
-        with_ab = has_ab_unit(cfg, model)
-        if bench and (cfg.verify.throughput_gate or with_ab):
-            throughput(
-                name=f"throughput of {model}" + (" (with draft A/B)" if with_ab else ""),
+        if bench and (cfg.verify.throughput_gate or has_ab_unit(cfg, model)):
+            run = BenchRun(
                 base_url=base_url,
                 served_name=served,
                 model=model,
@@ -63,11 +68,31 @@ def hooks(cfg: GuestConfig, restarts: dict[str, OperationMeta] | None = None) ->
                     "model_profile": model,
                 },
                 results_dir=cfg.verify.results_dir,
-                gate=cfg.verify.throughput_gate,
-                unit=unit_name(model),
-                ab_unit=ab_unit_name(model) if with_ab else None,
-                ab_mode=cfg.verify.draft_ab,
-                ab_tolerance=profile.speculative.ab_tolerance if profile.speculative else 0.0,
-                load_timeout_s=profile.load_timeout_s,
-                unit_restarted=restarts.get(model),
             )
+            prove_throughput(cfg, run, restarts.get(model))
+
+
+def prove_throughput(cfg: GuestConfig, run: BenchRun, unit_restarted: OperationMeta | None) -> None:
+    """The gate's sweep, the A/B against that same sweep for a draft, then save and judge."""
+    model = run.model
+    outcome = BenchOutcome()
+    throughput_gate(
+        name=f"throughput of {model}",
+        run=run,
+        gate=cfg.verify.throughput_gate,
+        outcome=outcome,
+    )
+    if has_ab_unit(cfg, model):
+        profile = cfg.profile_for(model)
+        draft_ab(
+            name=f"draft A/B of {model}",
+            run=run,
+            outcome=outcome,
+            unit=unit_name(model),
+            ab_unit=ab_unit_name(model),
+            mode=cfg.verify.draft_ab,
+            tolerance=profile.speculative.ab_tolerance if profile.speculative else 0.0,
+            load_timeout_s=profile.load_timeout_s,
+            unit_restarted=unit_restarted,
+        )
+    bench_results(name=f"benchmark results of {model}", run=run, outcome=outcome)

@@ -12,6 +12,7 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
@@ -36,7 +37,6 @@ from llmhost.host_plan import (
 )
 from llmhost.lxc_passthrough import passthrough_block
 from llmhost.operations.host import (
-    host_command,
     kernel_cmdline,
     kvm_hostpci,
     lxc_gpu_block,
@@ -51,10 +51,6 @@ class HostStateError(PyinfraError):
     """The host is not in a state this deploy can build on; raised before any operation."""
 
 
-def fact_root(cfg: ProxmoxHostConfig) -> str:
-    return cfg.stand_in.fact_root if cfg.stand_in else "/"
-
-
 def preflight(cfg: ProxmoxHostConfig) -> tuple[str, str]:
     """Boot loader and passthrough block, or stop before anything changes."""
     loader = cfg.boot_loader if cfg.boot_loader != "auto" else host.get_fact(BootLoader)
@@ -65,15 +61,15 @@ def preflight(cfg: ProxmoxHostConfig) -> tuple[str, str]:
         )
     block = ""
     if cfg.host_profile == "lxc-p2p":
-        loaded = host.get_fact(HostDriverVersion, root=fact_root(cfg))
+        loaded = host.get_fact(HostDriverVersion)
         if loaded != cfg.nvidia_driver_version:
             raise HostStateError(
                 f"{host.name}: NVIDIA kernel module {loaded or 'not loaded'}, group_data pins "
                 f"nvidia_driver_version {cfg.nvidia_driver_version}: install the pinned driver "
                 "(with matching pve-headers for DKMS) before this deploy"
             )
-        majors = host.get_fact(DeviceMajors, root=fact_root(cfg))
-        nodes = host.get_fact(NvidiaDeviceNodes, root=fact_root(cfg))
+        majors = host.get_fact(DeviceMajors)
+        nodes = host.get_fact(NvidiaDeviceNodes)
         try:
             block = passthrough_block(majors, nodes)
         except ValueError as exc:
@@ -81,27 +77,13 @@ def preflight(cfg: ProxmoxHostConfig) -> tuple[str, str]:
     return loader, block
 
 
-@deploy("Proxmox host: kernel, sysctls, swap, GPU modules and passthrough")
-def proxmox_host(cfg: ProxmoxHostConfig) -> None:
-    loader, block = preflight(cfg)
-    p: HostPlan = plan(cfg)
-    stand_in = cfg.stand_in
-    in_container = host.get_fact(Container) != "none"
+def put_text(name: str, text: str, dest: str) -> OperationMeta:
+    return files.put(name=name, src=StringIO(text), dest=dest, mode="644")
 
-    kernel_cmdline(
-        name=f"kernel command line ({loader})",
-        boot_loader=loader,
-        present=p.kernel_params,
-        absent=p.kernel_params_absent,
-        stand_in=stand_in,
-    )
 
-    files.put(
-        name=f"sysctls in {SYSCTL_FILE}",
-        src=StringIO(render_sysctls(p)),
-        dest=SYSCTL_FILE,
-        mode="644",
-    )
+def sysctls_and_swap(p: HostPlan, in_container: bool) -> None:
+    """Sysctls persisted (and applied where the kernel is ours); swap off now and at boot."""
+    put_text(f"sysctls in {SYSCTL_FILE}", render_sysctls(p), SYSCTL_FILE)
     if in_container:
         note(
             name="sysctls not applied (container)",
@@ -111,7 +93,6 @@ def proxmox_host(cfg: ProxmoxHostConfig) -> None:
     else:
         for key, value in sorted(p.sysctls.items()):
             server.sysctl(name=f"sysctl {key} = {value} (now)", key=key, value=value)
-
     swap_off(
         name="swap off, now and after reboot",
         fstab_swaps=host.get_fact(FstabSwaps),
@@ -119,79 +100,84 @@ def proxmox_host(cfg: ProxmoxHostConfig) -> None:
         in_container=in_container,
     )
 
-    modules = files.put(
-        name=f"modules at boot ({MODULES_FILE})",
-        src=StringIO(render_modules(p)),
-        dest=MODULES_FILE,
-        mode="644",
-    )
-    modprobe = files.put(
-        name=f"module options ({MODPROBE_FILE})",
-        src=StringIO(render_modprobe(p)),
-        dest=MODPROBE_FILE,
-        mode="644",
-    )
+
+def boot_modules(p: HostPlan) -> None:
+    """The profile's modules and their options at boot; the initramfs follows a change."""
+    modules = put_text(f"modules at boot ({MODULES_FILE})", render_modules(p), MODULES_FILE)
+    modprobe = put_text(f"module options ({MODPROBE_FILE})", render_modprobe(p), MODPROBE_FILE)
     server.shell(
         name="update-initramfs (module list or options changed)",
-        commands=[host_command(stand_in, "update-initramfs -u -k all")],
+        commands=["update-initramfs -u -k all"],
         _if=any_changed(modules, modprobe),
     )
 
+
+def nvidia_at_boot(cfg: ProxmoxHostConfig) -> None:
+    """lxc-p2p: /dev/nvidia-uvm created at boot, the driver held at its pin, persistenced on."""
+    put_text("udev rule: /dev/nvidia-uvm at boot", render_udev_rule(), UDEV_RULE_FILE)
+    put_text(
+        f"hold the NVIDIA driver at {cfg.nvidia_driver_version}",
+        render_apt_pin(cfg.nvidia_driver_version),
+        APT_PIN_FILE,
+    )
+    unit = put_text("nvidia-persistenced unit", render_persistenced_unit(), PERSISTENCED_UNIT)
+    systemd.daemon_reload(name="systemd daemon-reload", _if=unit.did_change)
+    systemd.service(
+        name="nvidia-persistenced enabled and running",
+        service="nvidia-persistenced.service",
+        enabled=True,
+        running=True,
+    )
+
+
+def guest_passthrough(cfg: ProxmoxHostConfig, block: str, p: HostPlan) -> None:
+    """The GPUs into each guest: the LXC block (pct reboot on change), the VMs' hostpci."""
     if p.uses_nvidia_driver:
-        files.put(
-            name="udev rule: /dev/nvidia-uvm at boot",
-            src=StringIO(render_udev_rule()),
-            dest=UDEV_RULE_FILE,
-            mode="644",
-        )
-        files.put(
-            name=f"hold the NVIDIA driver at {cfg.nvidia_driver_version}",
-            src=StringIO(render_apt_pin(cfg.nvidia_driver_version)),
-            dest=APT_PIN_FILE,
-            mode="644",
-        )
-        unit = files.put(
-            name="nvidia-persistenced unit",
-            src=StringIO(render_persistenced_unit()),
-            dest=PERSISTENCED_UNIT,
-            mode="644",
-        )
-        systemd.daemon_reload(name="systemd daemon-reload", _if=unit.did_change)
-        systemd.service(
-            name="nvidia-persistenced enabled" + ("" if stand_in else " and running"),
-            service="nvidia-persistenced.service",
-            enabled=True,
-            running=None if stand_in else True,
-        )
         for guest in cfg.lxc_guests:
             lxc_gpu_block(
                 name=f"GPU passthrough block of LXC guest {guest.vmid} ({guest.name})",
                 vmid=guest.vmid,
                 block=block,
-                stand_in=stand_in,
             )
-
     for vm in cfg.kvm_guests:
         if vm.pci_addresses:
             kvm_hostpci(
                 name=f"hostpci entries of KVM guest {vm.vmid} ({vm.name})",
                 vmid=vm.vmid,
                 addresses=list(vm.pci_addresses),
-                stand_in=stand_in,
             )
 
+
+def running_kernel(cfg: ProxmoxHostConfig, p: HostPlan) -> None:
+    """/proc/cmdline against the wanted set: reboot required, or reboot and verify."""
     running_cmdline(
         name="running kernel command line",
         present=p.kernel_params,
         absent=p.kernel_params_absent,
         allow_reboot=cfg.allow_reboot,
         reboot_timeout_s=cfg.reboot_timeout_s,
-        root=fact_root(cfg),
     )
     if cfg.allow_reboot:
         verify_cmdline(
             name="/proc/cmdline after reboot",
             present=p.kernel_params,
             absent=p.kernel_params_absent,
-            root=fact_root(cfg),
         )
+
+
+@deploy("Proxmox host: kernel, sysctls, swap, GPU modules and passthrough")
+def proxmox_host(cfg: ProxmoxHostConfig) -> None:
+    loader, block = preflight(cfg)
+    p: HostPlan = plan(cfg)
+    kernel_cmdline(
+        name=f"kernel command line ({loader})",
+        boot_loader=loader,
+        present=p.kernel_params,
+        absent=p.kernel_params_absent,
+    )
+    sysctls_and_swap(p, in_container=host.get_fact(Container) != "none")
+    boot_modules(p)
+    if p.uses_nvidia_driver:
+        nvidia_at_boot(cfg)
+    guest_passthrough(cfg, block, p)
+    running_kernel(cfg, p)

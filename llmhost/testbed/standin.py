@@ -4,8 +4,16 @@ It is not Proxmox: /etc/pve is a plain directory, there is no pct, qm, proxmox-b
 NVIDIA driver. It holds the files a Proxmox host has (guest configs, /etc/kernel/cmdline,
 an fstab with swap) and, under FACT_ROOT, captures of a real GPU host (/proc/devices,
 /proc/driver/nvidia/version, /proc/cmdline, /dev/nvidia* names from the H200 box), so
-deploys/host.py runs for real against it and the commands only Proxmox could run are
-recorded (host_config.StandIn). `reset` puts the seed files back for repeatable tests.
+deploys/host.py runs for real against it, unchanged.
+
+The test bed makes the container look like that host from the inside (testbed/shims/):
+- `pct`, `qm`, `proxmox-boot-tool`, `update-grub`, `update-initramfs` are small shims in
+  /usr/local/sbin that append their argv to COMMAND_LOG and change nothing (tests read it);
+- `nvidia-smi` answers from the captures; `nvidia-persistenced` forks an idle process;
+- at boot, llmhost-standin-hw.service binds the captured /proc/devices and /proc/cmdline
+  over the container's own and creates /dev/nvidia* character devices with the captured
+  majors, so the product's facts read the usual paths.
+`reset` puts the seed files back for repeatable tests.
 """
 
 from __future__ import annotations
@@ -23,6 +31,10 @@ STATE_FILE = sandbox.STATE_DIR / "standin.json"
 FACT_ROOT = "/srv/llmhost-standin/h200"
 COMMAND_LOG = "/var/log/llmhost/not-executed.log"
 CAPTURES = sandbox.REPO_ROOT / "tests" / "fixtures" / "h200"
+SHIMS = Path(__file__).resolve().parent / "shims"
+RECORDED_COMMANDS = ("pct", "qm", "proxmox-boot-tool", "update-grub", "update-initramfs")
+# Read by the shims and the hardware unit (besides proc/devices and proc/cmdline).
+CAPTURED_FILES = ("query-gpu-driver.csv", "nvidia-smi-L.txt", "dev-nvidia-nodes.txt")
 
 LXC_201 = """\
 arch: amd64
@@ -67,13 +79,16 @@ MANAGED = (
 )
 
 
-def ssh(command: str, check: bool = True) -> str:
+def ssh(command: str, check: bool = True) -> str | None:
+    """stdout of a command on the stand-in; None when it fails and check is off."""
     key = sandbox.STATE_DIR / "id_ed25519"
     proc = subprocess.run(
         sandbox.ssh_command(key, IP) + [command], text=True, capture_output=True, timeout=120
     )
-    if check and proc.returncode != 0:
-        raise sandbox.SandboxError(f"stand-in: {command[:80]}... failed: {proc.stderr}")
+    if proc.returncode != 0:
+        if check:
+            raise sandbox.SandboxError(f"stand-in: {command[:80]}... failed: {proc.stderr}")
+        return None
     return proc.stdout
 
 
@@ -81,27 +96,53 @@ def put(path: str, text: str) -> str:
     return f"mkdir -p $(dirname {path}) && printf '%s' {shlex.quote(text)} > {path}"
 
 
+def install_shims() -> list[str]:
+    """Shell steps that put the shims and the hardware unit in place (idempotent)."""
+    record = (SHIMS / "record-only").read_text()
+    steps = [put(f"/usr/local/sbin/{cmd}", record) for cmd in RECORDED_COMMANDS]
+    steps += [
+        put("/usr/local/bin/nvidia-smi", (SHIMS / "nvidia-smi").read_text()),
+        put("/usr/bin/nvidia-persistenced", (SHIMS / "nvidia-persistenced").read_text()),
+        put("/usr/local/sbin/llmhost-standin-hw", (SHIMS / "llmhost-standin-hw").read_text()),
+        put(
+            "/etc/systemd/system/llmhost-standin-hw.service",
+            (SHIMS / "llmhost-standin-hw.service").read_text(),
+        ),
+        "chmod 755 /usr/local/bin/nvidia-smi /usr/bin/nvidia-persistenced "
+        "/usr/local/sbin/llmhost-standin-hw "
+        + " ".join(f"/usr/local/sbin/{cmd}" for cmd in RECORDED_COMMANDS),
+    ]
+    return steps
+
+
 def reset() -> None:
     """The stand-in's files as a freshly installed Proxmox host with 1 GPU would have them."""
-    nodes = (CAPTURES / "dev-nvidia-nodes.txt").read_text().split()
     script = [
+        "systemctl stop nvidia-persistenced.service 2>/dev/null || true",
         f"rm -rf /etc/pve {FACT_ROOT} {COMMAND_LOG} {MANAGED}",
+        *install_shims(),
         put("/etc/pve/lxc/201.conf", LXC_201),
         put("/etc/pve/qemu-server/301.conf", QEMU_301),
         put("/etc/kernel/cmdline", CMDLINE),
         put("/etc/kernel/proxmox-boot-uuids", "5A1B-2C3D\n"),
         put("/etc/fstab", FSTAB),
         put(f"{FACT_ROOT}/proc/devices", (CAPTURES / "proc-devices.txt").read_text()),
-        put(
-            f"{FACT_ROOT}/proc/driver/nvidia/version",
-            (CAPTURES / "proc-driver-nvidia-version.txt").read_text(),
-        ),
         put(f"{FACT_ROOT}/proc/cmdline", (CAPTURES / "proc-cmdline.txt").read_text()),
     ]
-    script += [f"mkdir -p $(dirname {FACT_ROOT}{n}) && touch {FACT_ROOT}{n}" for n in nodes]
-    script.append("systemctl daemon-reload")
+    script += [put(f"{FACT_ROOT}/{name}", (CAPTURES / name).read_text()) for name in CAPTURED_FILES]
+    script += [
+        "systemctl daemon-reload",
+        "systemctl enable llmhost-standin-hw.service",
+        "systemctl restart llmhost-standin-hw.service",
+    ]
     ssh(" && ".join(script))
     sandbox.log(f"stand-in {NAME}: Proxmox host files reset")
+
+
+def edit_capture(path: str, sed_expression: str) -> None:
+    """Change a captured file in place (same inode), so the bind mount over /proc shows it."""
+    full = f"{FACT_ROOT}/{path}"
+    ssh(f"sed {shlex.quote(sed_expression)} {full} > {full}.new && cat {full}.new > {full}")
 
 
 def up() -> dict:
@@ -118,13 +159,14 @@ def up() -> dict:
     sandbox.wait_booted(name=NAME)
     sandbox.wait_ssh(key, ip=IP)
     sandbox.write_ssh_config(key)
-    if created:
+    # A container from an older checkout may lack the shims: give it the seed state.
+    if created or ssh(f"test -f {FACT_ROOT}/dev-nvidia-nodes.txt", check=False) is None:
         reset()
     info = {
         "name": NAME,
         "ip": IP,
         "ssh_key": str(key),
-        "fact_root": FACT_ROOT,
+        "captures": FACT_ROOT,
         "command_log": COMMAND_LOG,
     }
     STATE_FILE.write_text(json.dumps(info, indent=2) + "\n")

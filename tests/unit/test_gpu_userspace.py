@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from llmhost.config.loading import load_guest
 from llmhost.facts.nvidia import parse_driver_version, parse_userspace_version
 from llmhost.gpu_userspace import (
     cuda_packages,
@@ -13,21 +10,17 @@ from llmhost.gpu_userspace import (
     driver_install_commands,
     driver_mismatch,
 )
-from llmhost.inventory import get_host
 from llmhost.render import unit_env
-from tests.unit.test_render_golden import check_golden
-
-H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+from tests.helpers import H200, KVM, LXC, assert_golden_files, gpu_userspace_files, lab_guest
 
 
-def guest(name: str):  # noqa: ANN201
-    return load_guest(get_host("inventory/lab.py", name))
+def test_both_guests_userspace_commands_match_golden() -> None:
+    assert_golden_files(gpu_userspace_files())
 
 
 def test_lxc_guest_gets_userspace_only_commands_not_executed() -> None:
-    cfg = guest("llm-lxc.lab.example")
+    cfg = lab_guest(LXC)
     commands = driver_install_commands(cfg)
-    check_golden("host/llm-lxc.gpu-userspace.sh", "\n".join(commands) + "\n")
     assert commands[-1].endswith("--no-kernel-module")
     assert "NVIDIA-Linux-x86_64-590.48.01.run" in commands[1]
     assert cuda_packages(cfg) == ["cuda-toolkit-12-8"]
@@ -36,9 +29,8 @@ def test_lxc_guest_gets_userspace_only_commands_not_executed() -> None:
 
 
 def test_kvm_guest_builds_its_own_module_commands_not_executed() -> None:
-    cfg = guest("llm-vm.lab.example")
+    cfg = lab_guest(KVM)
     commands = driver_install_commands(cfg)
-    check_golden("host/llm-vm.gpu-userspace.sh", "\n".join(commands) + "\n")
     assert commands[-1].endswith("--dkms") and "--no-kernel-module" not in commands[-1]
 
 

@@ -48,7 +48,7 @@ def test_the_reference_host_data_is_accepted() -> None:
         ({"nvidia_driver_version": "latest"}, ["nvidia_driver_version"]),
         ({"boot_loader": "lilo"}, ["boot_loader: got 'lilo'"]),
         ({"allow_reboots": True}, ["allow_reboots: unknown field (did you mean 'allow_reboot'?)"]),
-        ({"stand_in": {"fact_root": "relative/path"}}, ["stand_in.fact_root", "absolute path"]),
+        ({"reboot_timeout_s": 5}, ["reboot_timeout_s", "greater than or equal to 60"]),
     ],
 )
 def test_bad_host_data_is_refused_naming_the_field(change: dict, expected: list[str]) -> None:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
-
-H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+from tests.helpers import H200
 
 
 def test_adds_replaces_and_removes_without_moving_others() -> None:

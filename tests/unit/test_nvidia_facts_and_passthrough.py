@@ -3,14 +3,11 @@ applied: no Proxmox here)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from llmhost.facts.nvidia import parse_driver_version, parse_proc_devices
 from llmhost.lxc_passthrough import passthrough_block
-
-H200 = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
+from tests.helpers import H200
 
 
 def test_proc_devices_gives_the_dynamic_uvm_major() -> None:

@@ -1,42 +1,30 @@
 """The exact unit and env files inventory/lab.py gives the reference box (no GPU needed).
 
-Golden files live in tests/golden/; LLMHOST_UPDATE_GOLDEN=1 rewrites them after a reviewed
-change. The assertions below pin the FACTS.md flags independently of the golden bytes.
+Golden files live in tests/golden/; tests only compare them with what the code renders
+(tests/helpers.py lists both); `make golden` rewrites them after a reviewed change. The
+assertions below pin the FACTS.md flags independently of the golden bytes.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-
-from llmhost.config.guest import GuestConfig
-from llmhost.config.loading import load_guest
-from llmhost.inventory import get_host
 from llmhost.render import render_env, render_unit, vllm_command
-
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-LXC = "llm-lxc.lab.example"
-
-
-def lab_guest(**override: object) -> GuestConfig:
-    return load_guest(get_host("inventory/lab.py", LXC, override_data=dict(override)))
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("LLMHOST_UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert path.exists(), f"missing golden file {path}; run with LLMHOST_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"{name} differs from its golden file"
+from tests.helpers import (
+    KVM,
+    assert_golden_files,
+    golden_on_disk,
+    kimi_files,
+    lab_guest,
+    render_golden,
+)
 
 
-@pytest.mark.parametrize("model", ["kimi-k2.5-int4", "kimi-k2.5-int4-eagle3"])
-def test_kimi_unit_and_env_match_golden_files(model: str) -> None:
-    cfg = lab_guest(served_model=model)
-    check_golden(f"llmhost-{model}.service", render_unit(cfg, model, cfg.port))
-    check_golden(f"llmhost-{model}.env", render_env(cfg, model))
+def test_kimi_unit_and_env_match_golden_files() -> None:
+    assert_golden_files(kimi_files())
+
+
+def test_every_golden_file_is_rendered_by_a_listed_renderer() -> None:
+    # A golden file nothing renders would pass forever; a renderer without its file fails.
+    assert golden_on_disk() == sorted(render_golden())
 
 
 def test_kimi_flags_are_the_public_recipe() -> None:
@@ -88,7 +76,7 @@ def test_eagle3_draft_goes_through_speculative_config() -> None:
 
 
 def test_kvm_guest_disables_p2p_and_lxc_guest_allows_it() -> None:
-    kvm = load_guest(get_host("inventory/lab.py", "llm-vm.lab.example"))
+    kvm = lab_guest(KVM)
     assert "NCCL_P2P_DISABLE=1\n" in render_env(kvm, kvm.served_model)
     lxc = render_env(lab_guest(), "kimi-k2.5-int4")
     assert "NCCL_P2P_DISABLE" not in lxc and "NCCL_P2P_LEVEL=PHB\n" in lxc

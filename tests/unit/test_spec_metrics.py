@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from llmhost.bench.spec_metrics import SpecCounters, acceptance, parse_spec_counters
+from tests.helpers import FIXTURES
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "sandbox" / "metrics-draft-same.prom"
+FIXTURE = FIXTURES / "sandbox" / "metrics-draft-same.prom"
 
 
 def test_counters_from_a_real_draft_server() -> None:

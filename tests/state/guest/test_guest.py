@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmhost.config.guest import GuestConfig
 from llmhost.operations.models import MARKER
 from llmhost.render import unit_paths
@@ -26,7 +28,10 @@ def test_venv_holds_the_pinned_vllm(host, cfg: GuestConfig) -> None:
 
 def test_cpu_venv_keeps_cuda_builds_out(host, cfg: GuestConfig) -> None:
     if cfg.accelerator != "cpu":
-        return
+        pytest.skip(
+            f"{cfg.host_name} has accelerator={cfg.accelerator}: only a CPU venv must keep "
+            "torchvision, torchaudio and triton out"
+        )
     listing = host.check_output(f"ls {cfg.venv_dir}/lib/python3*/site-packages")
     for name in ("torchvision", "torchaudio", "triton"):
         assert f"\n{name}\n" not in f"\n{listing}\n"

@@ -24,8 +24,3 @@ def cfg(host) -> ProxmoxHostConfig:  # noqa: ANN001 - testinfra's host fixture
 @pytest.fixture(scope="module")
 def in_container(host) -> bool:  # noqa: ANN001
     return host.run("systemd-detect-virt --container").stdout.strip() not in ("", "none")
-
-
-@pytest.fixture(scope="module")
-def fact_root(cfg: ProxmoxHostConfig) -> str:
-    return cfg.stand_in.fact_root.rstrip("/") if cfg.stand_in else ""

@@ -1,25 +1,47 @@
 """The SIGKILL drill on the sandbox: vLLM started outside its unit (as from a tmux shell),
 its API server SIGKILLed, the engine and worker survive as orphans of PID 1; deploys/cleanup.py
-finds and kills them, the port is free, and the service comes back through serve.py."""
+finds and kills them, the port is free, and the service comes back through serve.py.
+
+Needs the default model served (the `served` fixture); whatever the drill leaves behind when
+it fails is cleaned up and the default served again (`drill_leaves_nothing_behind`).
+"""
 
 from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Iterator
 
-from llmhost.config.loading import load_guest
-from llmhost.inventory import get_host
+import pytest
+
+from llmhost.config.guest import GuestConfig
 from llmhost.readiness import probe_once
 from llmhost.render import unit_paths, vllm_command
 from llmhost.testbed.sandbox import SandboxState
-from tests.integration.conftest import guest_sh as sh
-from tests.integration.conftest import pyinfra
+from tests.helpers import SERVE, pyinfra, serve_default
+from tests.helpers import guest_sh as sh
 
+CLEANUP = ("inventory/sandbox.py", "deploys/cleanup.py")
 ORPHANS = "ps -eo pid=,ppid=,comm= | awk '$2==1 && $3 ~ /^VLLM::/ {print $1, $3}'"
+DRILL_LOG = "/tmp/llmhost-drill.log"
 
 
-def test_sigkilled_server_leaves_orphans_that_cleanup_kills(sandbox: SandboxState) -> None:
-    cfg = load_guest(get_host("inventory/sandbox.py", sandbox.ip))
+@pytest.fixture
+def drill_leaves_nothing_behind(sandbox: SandboxState, served: GuestConfig) -> Iterator[None]:
+    yield
+    unit = unit_paths(served, served.served_model).unit_name
+    active = sh(sandbox, f"systemctl is-active {unit}", check=False) == "active"
+    if not active or sh(sandbox, ORPHANS, check=False):
+        # The drill stopped before its own cleanup: free the port from the hand-started vLLM.
+        assert pyinfra(*CLEANUP).rc == 0
+    serve_default(sandbox)
+
+
+@pytest.mark.usefixtures("drill_leaves_nothing_behind")
+def test_sigkilled_server_leaves_orphans_that_cleanup_kills(
+    sandbox: SandboxState, served: GuestConfig
+) -> None:
+    cfg = served
     paths = unit_paths(cfg, cfg.served_model)
     base = f"http://{sandbox.ip}:{cfg.port}"
     sh(sandbox, f"systemctl stop {paths.unit_name}")
@@ -31,14 +53,14 @@ def test_sigkilled_server_leaves_orphans_that_cleanup_kills(sandbox: SandboxStat
             f"cd {cfg.root_dir}/state; set -a; . {paths.env_file}; set +a; "
             f"export HOME=/var/lib/llmhost USER={user} LOGNAME={user}; "
             f"setsid setpriv --reuid {user} --regid {user} --init-groups {argv} "
-            "> /tmp/llmhost-drill.log 2>&1 "
+            f"> {DRILL_LOG} 2>&1 "
             "< /dev/null &"
         ),
     )
     deadline = time.monotonic() + 420
     while not probe_once(base, str(cfg.profile.served_name)).ready:
         started = sh(sandbox, f"pgrep -u {cfg.service_user} -c -f vllm-entry", check=False)
-        log = sh(sandbox, "grep -E 'Error|error' /tmp/llmhost-drill.log | tail -5", check=False)
+        log = sh(sandbox, f"grep -E 'Error|error' {DRILL_LOG} | tail -5", check=False)
         assert started not in ("", "0") and time.monotonic() < deadline, log
         time.sleep(3)
     api = sh(sandbox, f"pgrep -u {cfg.service_user} -f -o vllm-entry")
@@ -47,13 +69,13 @@ def test_sigkilled_server_leaves_orphans_that_cleanup_kills(sandbox: SandboxStat
     orphans = sh(sandbox, ORPHANS)
     assert "VLLM::EngineCor" in orphans, f"no orphaned engine after SIGKILL: {orphans!r}"
 
-    run = pyinfra("inventory/sandbox.py", "deploys/cleanup.py")
+    run = pyinfra(*CLEANUP)
     assert run.rc == 0, run.tail()
     assert "orphaned vLLM process (parent is PID 1)" in run.output, run.tail()
     assert sh(sandbox, ORPHANS) == ""
     assert sh(sandbox, "pgrep -u vllm -c . || true") in ("", "0")
     assert f":{cfg.port} " not in sh(sandbox, "ss -ltn")
 
-    run = pyinfra("inventory/sandbox.py", "deploys/serve.py")
+    run = pyinfra(*SERVE)
     assert run.rc == 0, run.tail()
     assert probe_once(base, str(cfg.profile.served_name)).ready

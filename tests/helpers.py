@@ -1,0 +1,302 @@
+"""The one module of shared test helpers; test modules import helpers from here only.
+
+Paths (REPO, FIXTURES, GOLDEN), the pyinfra runner and its result table, a shell in the
+sandbox guest, whether the sandbox serves its default model, and the golden files: what each
+one renders to (the same list for the tests, which compare, and for tests/update_golden.py,
+which writes; `make golden`). Fixtures live in the conftest.py files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmhost.config.guest import GuestConfig
+from llmhost.config.loading import load_guest, load_proxmox_host
+from llmhost.config.proxmox_host import ProxmoxHostConfig
+from llmhost.facts.nvidia import parse_proc_devices
+from llmhost.gpu_userspace import driver_install_commands
+from llmhost.host_plan import (
+    plan,
+    render_apt_pin,
+    render_modprobe,
+    render_modules,
+    render_persistenced_unit,
+    render_sysctls,
+    render_udev_rule,
+    systemd_boot_cmdline,
+)
+from llmhost.inventory import get_host
+from llmhost.kernel_cmdline import edit_params, grub_params, set_grub_params
+from llmhost.lxc_passthrough import passthrough_block, qm_set_commands, with_block
+from llmhost.readiness import probe_once
+from llmhost.render import render_env, render_unit, unit_name
+from llmhost.testbed.sandbox import STATE_DIR, SandboxState, ssh_command
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+H200 = FIXTURES / "h200"
+GOLDEN = REPO / "tests" / "golden"
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+
+# --- pyinfra, as a user runs it --------------------------------------------------------------
+
+SERVE = ("inventory/sandbox.py", "deploys/serve.py")
+
+
+@dataclass
+class Run:
+    rc: int
+    output: str
+    seconds: float
+
+    def tail(self, n: int = 60) -> str:
+        return "\n".join(self.output.splitlines()[-n:])
+
+
+def pyinfra(*args: str, timeout: int = 1500) -> Run:
+    """Run pyinfra like a user does; keep the whole log under .sandbox/logs/."""
+    logs = STATE_DIR / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [PYINFRA, "-y", *args], cwd=REPO, text=True, capture_output=True, timeout=timeout
+    )
+    out = proc.stdout + proc.stderr
+    (logs / f"pyinfra-{int(time.time())}.log").write_text(out)
+    return Run(proc.returncode, out, time.monotonic() - start)
+
+
+def results_rows(output: str) -> dict[str, tuple[str, str, str]]:
+    """The --> Results table: operation -> (success, error, no change) columns."""
+    rows = {}
+    for line in output.split("--> Results:")[-1].splitlines()[2:]:
+        m = re.match(r"^\s+(.+?)\s{2,}(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
+        if m:
+            rows[m.group(1)] = (m.group(3), m.group(4), m.group(5))
+    return rows
+
+
+def changed_ops(output: str, errors_too: bool = False) -> dict[str, tuple[str, str, str]]:
+    """The operations that changed something (success column not "-"), Grand total left out;
+    with errors_too, also those whose error column is not "-"."""
+    rows = results_rows(output)
+    assert "Grand total" in rows, output[-3000:]
+    return {
+        op: c
+        for op, c in rows.items()
+        if op != "Grand total" and (c[0] != "-" or (errors_too and c[1] != "-"))
+    }
+
+
+# --- the sandbox guest -----------------------------------------------------------------------
+
+
+def guest_sh(sandbox: SandboxState, command: str, check: bool = True) -> str:
+    """Run a shell command in the sandbox guest over ssh; its stdout, stripped."""
+    return subprocess.run(
+        ssh_command(Path(sandbox.ssh_key)) + [command],
+        text=True,
+        capture_output=True,
+        check=check,
+        timeout=120,
+    ).stdout.strip()
+
+
+def sandbox_guest(sandbox: SandboxState) -> GuestConfig:
+    """The sandbox guest's group_data as deploys/serve.py sees it with inventory/sandbox.py."""
+    return load_guest(get_host(str(REPO / SERVE[0]), sandbox.ip))
+
+
+def llmhost_units(sandbox: SandboxState) -> list[str]:
+    """The llmhost unit files installed on the guest, sorted."""
+    return sorted(guest_sh(sandbox, "ls /etc/systemd/system/ | grep ^llmhost- || true").split())
+
+
+def default_not_served(sandbox: SandboxState) -> str | None:
+    """None when the guest serves its default data (tiny-llama) from its units and has no
+    other llmhost unit; else what is off. A draft variant of tiny-llama serves under the same
+    name, so the units are checked as well as /v1/models."""
+    cfg = sandbox_guest(sandbox)
+    wanted = sorted(unit_name(model) for model, _ in cfg.units_and_ports())
+    units = llmhost_units(sandbox)
+    if units != wanted:
+        return f"llmhost units on the guest are {units or 'none'}, not {wanted}"
+    for model, port in cfg.units_and_ports():
+        state = guest_sh(sandbox, f"systemctl is-active {unit_name(model)}", check=False)
+        if state != "active":
+            return f"{unit_name(model)} is {state or 'unknown'}"
+        served = str(cfg.profile_for(model).served_name)
+        probe = probe_once(f"http://{sandbox.ip}:{port}", served)
+        if not probe.ready:
+            return f"{served} at port {port} is not ready ({probe.stage}: {probe.detail})"
+    return None
+
+
+def serve_default(sandbox: SandboxState) -> None:
+    """Make the guest serve its default model: deploys/serve.py with inventory/sandbox.py,
+    unless it already does (then nothing runs)."""
+    reason = default_not_served(sandbox)
+    if reason is None:
+        return
+    print(f"[tests] serving the sandbox's default model: {reason}", flush=True)
+    run = pyinfra(*SERVE)
+    assert run.rc == 0, f"the default serve deploy failed ({reason}):\n{run.tail()}"
+
+
+# --- golden files ----------------------------------------------------------------------------
+
+LAB = str(REPO / "inventory" / "lab.py")
+LXC = "llm-lxc.lab.example"
+KVM = "llm-vm.lab.example"
+PVE = "pve1.lab.example"
+KIMI_MODELS = ("kimi-k2.5-int4", "kimi-k2.5-int4-eagle3")
+# What a fresh Proxmox VE 8 install on ZFS + UEFI writes to /etc/kernel/cmdline.
+PVE_CMDLINE = "root=ZFS=rpool/ROOT/pve-1 boot=zfs quiet"
+PVE_GRUB = (
+    'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR="Proxmox VE"\n'
+    'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
+)
+# An LXC guest's config before the deploy, and a KVM guest's with one GPU and a stale slot.
+LXC_CONF = "arch: amd64\ncores: 32\nhostname: llm-lxc\nmemory: 262144\nunprivileged: 0\n"
+KVM_CONF = "machine: q35\nbios: ovmf\nhostpci0: 0000:c1:00.0,pcie=1\nhostpci3: 0000:09:00.0\n"
+KVM_GUESTS = [{"vmid": 301, "name": "llm-vm", "pci_addresses": ["0000:c1:00.0", "0000:c2:00.0"]}]
+
+
+def lab_guest(name: str = LXC, **override: object) -> GuestConfig:
+    return load_guest(get_host(LAB, name, override_data=dict(override)))
+
+
+def lab_host(**override: object) -> ProxmoxHostConfig:
+    return load_proxmox_host(get_host(LAB, PVE, override_data=dict(override)))
+
+
+def kvm_vfio_host() -> ProxmoxHostConfig:
+    return lab_host(host_profile="kvm-vfio", kvm_guests=KVM_GUESTS)
+
+
+def h200_block() -> str:
+    """The LXC passthrough block from the H200 box's /proc/devices and /dev/nvidia* names."""
+    majors = parse_proc_devices((H200 / "proc-devices.txt").read_text().splitlines())
+    nodes = (H200 / "dev-nvidia-nodes.txt").read_text().split()
+    return passthrough_block(majors, nodes)
+
+
+def kimi_files() -> dict[str, str]:
+    """The unit and env file inventory/lab.py gives the LXC guest for each Kimi profile."""
+    files = {}
+    for model in KIMI_MODELS:
+        cfg = lab_guest(served_model=model)
+        files[f"llmhost-{model}.service"] = render_unit(cfg, model, cfg.port)
+        files[f"llmhost-{model}.env"] = render_env(cfg, model)
+    return files
+
+
+def eagle3_ab_unit_files() -> dict[str, str]:
+    """The draft A/B's reference unit: the eagle3 profile served without its draft."""
+    cfg = lab_guest(served_model="kimi-k2.5-int4-eagle3")
+    text = render_unit(cfg, "kimi-k2.5-int4-eagle3", cfg.port, without_draft=True)
+    return {"llmhost-kimi-k2.5-int4-eagle3-nodraft.service": text}
+
+
+def lxc_p2p_host_files() -> dict[str, str]:
+    """deploys/host.py's files on the reference box (lxc-p2p) from a fresh Proxmox install."""
+    cfg = lab_host()
+    p = plan(cfg)
+    cmdline = edit_params(PVE_CMDLINE.split(), p.kernel_params, p.kernel_params_absent)
+    grub = set_grub_params(
+        PVE_GRUB, edit_params(grub_params(PVE_GRUB) or [], p.kernel_params, p.kernel_params_absent)
+    )
+    return {
+        "host/lxc-p2p.etc-kernel-cmdline": systemd_boot_cmdline(cmdline),
+        "host/lxc-p2p.etc-default-grub": grub,
+        "host/lxc-p2p.sysctl.conf": render_sysctls(p),
+        "host/lxc-p2p.modules-load.conf": render_modules(p),
+        "host/lxc-p2p.modprobe.conf": render_modprobe(p),
+        "host/70-llmhost-nvidia.rules": render_udev_rule(),
+        "host/nvidia-persistenced.service": render_persistenced_unit(),
+        "host/llmhost-nvidia-driver.pref": render_apt_pin(cfg.nvidia_driver_version),
+    }
+
+
+def lxc_guest_conf_files() -> dict[str, str]:
+    """The LXC guest's /etc/pve/lxc/<vmid>.conf with the H200 passthrough block."""
+    vmid = lab_host().lxc_guests[0].vmid
+    return {f"host/etc-pve-lxc-{vmid}.conf": with_block(LXC_CONF, h200_block())}
+
+
+def kvm_vfio_host_files() -> dict[str, str]:
+    """deploys/host.py's files for the kvm-vfio profile, and the qm set commands it runs."""
+    cfg = kvm_vfio_host()
+    p = plan(cfg)
+    cmdline = edit_params(PVE_CMDLINE.split(), p.kernel_params, p.kernel_params_absent)
+    commands = qm_set_commands(301, KVM_CONF, list(cfg.kvm_guests[0].pci_addresses))
+    return {
+        "host/kvm-vfio.etc-kernel-cmdline": systemd_boot_cmdline(cmdline),
+        "host/kvm-vfio.modules-load.conf": render_modules(p),
+        "host/kvm-vfio.modprobe.conf": render_modprobe(p),
+        "host/kvm-vfio.qm-set.txt": "\n".join(commands) + "\n",
+    }
+
+
+def gpu_userspace_files() -> dict[str, str]:
+    """The CUDA userspace install commands of each lab guest (never executed in tests)."""
+    return {
+        f"host/{name.split('.')[0]}.gpu-userspace.sh": "\n".join(
+            driver_install_commands(lab_guest(name))
+        )
+        + "\n"
+        for name in (LXC, KVM)
+    }
+
+
+GOLDEN_SETS: tuple[Callable[[], dict[str, str]], ...] = (
+    kimi_files,
+    eagle3_ab_unit_files,
+    lxc_p2p_host_files,
+    lxc_guest_conf_files,
+    kvm_vfio_host_files,
+    gpu_userspace_files,
+)
+
+
+def render_golden() -> dict[str, str]:
+    """Every golden file: its name under tests/golden/ -> what the code renders now."""
+    files: dict[str, str] = {}
+    for render in GOLDEN_SETS:
+        rendered = render()
+        assert not files.keys() & rendered.keys(), f"{render.__name__} renders a name twice"
+        files.update(rendered)
+    return files
+
+
+def golden_on_disk() -> list[str]:
+    return sorted(p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file())
+
+
+def golden_mismatch(name: str, text: str) -> str | None:
+    path = GOLDEN / name
+    if not path.exists():
+        return f"tests/golden/{name} is missing"
+    golden = path.read_text(encoding="utf-8")
+    if text == golden:
+        return None
+    diff = difflib.unified_diff(
+        golden.splitlines(), text.splitlines(), f"tests/golden/{name}", "rendered", lineterm=""
+    )
+    return "\n".join(list(diff)[:40])
+
+
+def assert_golden_files(files: dict[str, str]) -> None:
+    """Compare only: tests never write golden files (`make golden` does, after review)."""
+    problems = [p for name, text in files.items() if (p := golden_mismatch(name, text))]
+    assert not problems, (
+        "\n".join(problems) + "\nif the change is intended, run `make golden` and review "
+        "`git diff tests/golden`"
+    )

@@ -1,0 +1,59 @@
+"""After a reboot the guest serves by itself, and a rerun of the deploy changes nothing.
+
+lxc-stop/lxc-start stops and boots the guest's systemd, as a host reboot does. The `served`
+fixture first makes sure tiny-llama is converged (deployed when it is not); the `rebooted`
+fixture then reboots the guest once for the module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from llmhost.config.guest import GuestConfig
+from llmhost.readiness import Readiness, wait_ready
+from llmhost.render import unit_name
+from llmhost.testbed import sandbox as sandbox_ctl
+from llmhost.testbed.sandbox import SandboxState
+from tests.helpers import SERVE, changed_ops, guest_sh, pyinfra
+
+
+@dataclass(frozen=True)
+class Reboot:
+    unit: str
+    started_before: str  # the unit's ExecMainStartTimestamp before the reboot
+    readiness: Readiness  # waited for from the control machine after it
+
+
+def unit_started(sandbox: SandboxState, unit: str) -> str:
+    return guest_sh(sandbox, f"systemctl show -p ExecMainStartTimestamp --value {unit}")
+
+
+@pytest.fixture(scope="module")
+def rebooted(sandbox: SandboxState, served: GuestConfig) -> Reboot:
+    unit = unit_name(served.served_model)
+    started_before = unit_started(sandbox, unit)
+    sandbox_ctl.reboot()
+    sandbox_ctl.wait_ssh(sandbox_ctl.STATE_DIR / "id_ed25519")
+    served_name = str(served.profile.served_name)
+    readiness = wait_ready(f"http://{sandbox.ip}:{served.port}", served_name, 420, log=print)
+    return Reboot(unit, started_before, readiness)
+
+
+def test_the_guest_serves_again_after_a_reboot_without_a_deploy(
+    sandbox: SandboxState, rebooted: Reboot
+) -> None:
+    ready = rebooted.readiness
+    assert ready.ready, f"{ready.stage}: {ready.detail}"
+    # systemd started the unit at boot: nobody ran a deploy.
+    assert unit_started(sandbox, rebooted.unit) not in ("", rebooted.started_before)
+    assert guest_sh(sandbox, f"systemctl is-enabled {rebooted.unit}") == "enabled"
+
+
+def test_a_rerun_after_the_reboot_reports_zero_changes(rebooted: Reboot) -> None:
+    assert rebooted.readiness.ready, "the guest did not serve again after the reboot"
+    run = pyinfra(*SERVE)
+    assert run.rc == 0, run.tail()
+    changed = changed_ops(run.output, errors_too=True)
+    assert not changed, f"operations changed after the reboot: {changed}"

@@ -1,0 +1,102 @@
+"""The benchmark steps hand one sweep on: gate, then the draft A/B against it, then the verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pyinfra.api import OperationError
+
+from llmhost.bench.result import RequestOutcome, RunConfig, summarize
+from llmhost.bench.spec_metrics import SpecCounters
+from llmhost.catalog import BenchProfile
+from llmhost.operations import verify
+
+BENCH = BenchProfile(input_len=8, output_len=10, tolerance=0.1, baselines={1: 100.0, 8: 300.0})
+
+
+def level(conc: int, tok_s: float) -> object:
+    config = RunConfig("http://x", "m", 8, 10, conc, 4, 0, 0)
+    outcomes = [RequestOutcome(True, 8, 10, 0.01, 0.1, [0.01] * 9) for _ in range(4)]
+    return summarize(config, outcomes, duration=40 / tok_s)
+
+
+class Guest:
+    """Stands in for the server: one sweep result per call, spec counters, printed lines."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, sweeps: list[list[object]]) -> None:
+        self.said: list[str] = []
+        self.sweeps = sweeps
+        self.swept = 0
+        self.counters = iter([SpecCounters(10, 30, 15), SpecCounters(20, 60, 45)])
+        monkeypatch.setattr(verify, "state", SimpleNamespace(is_executing=True))
+        monkeypatch.setattr(verify, "host", SimpleNamespace(name="h", noop=self.said.append))
+        monkeypatch.setattr(verify, "say", self.said.append)
+        monkeypatch.setattr(verify, "guest_run", lambda c: (True, "", ""))
+        monkeypatch.setattr(verify, "fetch_spec_counters", lambda url: next(self.counters))
+        monkeypatch.setattr(verify, "run_sweep", self.sweep)
+        ready = SimpleNamespace(ready=True)
+        monkeypatch.setattr(verify, "wait_ready", lambda *a, **k: ready)
+
+    def sweep(self, run: verify.BenchRun) -> list[object]:
+        self.swept += 1
+        return self.sweeps.pop(0)
+
+
+def bench_run(results_dir: str = "benchmarks/results") -> verify.BenchRun:
+    labels = {"host": "10.99.0.12", "model_profile": "tiny"}
+    return verify.BenchRun("http://g:8000", "tiny", "tiny", BENCH, labels, results_dir)
+
+
+def steps(run: verify.BenchRun, gate: bool, mode: str, restarted: bool) -> verify.BenchOutcome:
+    outcome = verify.BenchOutcome()
+    list(verify.throughput_gate._inner(run, gate, outcome))
+    unit_restarted = SimpleNamespace(did_change=lambda: restarted)
+    ab = ("u.service", "u-nodraft.service", mode, 0.1, 60, unit_restarted)
+    list(verify.draft_ab._inner(run, outcome, *ab))
+    list(verify.bench_results._inner(run, outcome))
+    return outcome
+
+
+def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdict(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    guest = Guest(
+        monkeypatch, [[level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 200.0)]]
+    )
+    with pytest.raises(OperationError) as failed:
+        steps(bench_run(), gate=True, mode="always", restarted=False)
+    assert guest.swept == 2  # one with-draft sweep for the gate and the A/B, one without
+    message = str(failed.value)
+    assert message.startswith("throughput below baseline for tiny:\n  c=1: 50.0 output tok/s")
+    assert "\nthe draft of tiny does not pay:\n  c=1: with draft 50.0 tok/s" in message
+    assert any(s.startswith("speculative decoding tiny: acceptance 100.0%") for s in guest.said)
+    assert any(s.startswith("draft A/B tiny c=8: with draft 400.0 tok/s") for s in guest.said)
+    shown = [s for s in guest.said if s.startswith("benchmark results: ")]
+    assert shown and shown[0].startswith("benchmark results: benchmarks/results/10.99.0.12/")
+    saved = sorted((tmp_path / "benchmarks/results/10.99.0.12").glob("*.json"))
+    assert [p.name.split("-", 1)[1] for p in saved] in (
+        ["tiny-gate.json", "tiny-without-draft.json"],
+        ["tiny-without-draft.json", "tiny-gate.json"],
+    )
+    gate = json.loads(next(p for p in saved if p.name.endswith("-gate.json")).read_text())
+    assert list(gate["verdicts"]) == ["gate", "spec_decode", "draft_ab"]
+    assert [v["ok"] for v in gate["verdicts"]["draft_ab"]] == [False, True]
+
+
+def test_on_change_skips_the_ab_when_the_unit_did_not_restart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    guest = Guest(monkeypatch, [[level(1, 100.0), level(8, 300.0)]])
+    outcome = steps(bench_run(str(tmp_path / "abs")), gate=False, mode="on-change", restarted=False)
+    assert guest.swept == 1
+    assert outcome.verdicts["gate"] == "off"
+    assert any("draft A/B for tiny skipped: the unit did not change" in s for s in guest.said)
+    assert any(s.startswith("throughput (not gated) c=1: 100.0") for s in guest.said)
+    assert f"benchmark results: {tmp_path}/abs/10.99.0.12/" in next(
+        s for s in guest.said if s.startswith("benchmark results: ")
+    )
+    assert guest.said[-1] == "tiny holds its baseline"
