@@ -13,8 +13,8 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 APT_PACKAGES := lxc lxc-templates debootstrap rsync wget openssh-client iptables \
 	apt-cacher-ng python3 python3-venv ca-certificates
 
-.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down serve host demo \
-	test test-unit test-vm test-language bench lint golden
+.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down site serve host demo \
+	test test-unit test-vm test-language bench lint golden locks
 
 deps: $(VENV)/.synced
 	@dpkg -s $(APT_PACKAGES) >/dev/null 2>&1 || { \
@@ -47,21 +47,27 @@ standin-up: sandbox-up
 standin-down:
 	$(PY) -m llmhost.cli standin down
 
-host: standin-up
-	$(PYINFRA) -y inventory/standin.py deploys/host.py
+# The sandbox is a site like inventory/lab.py: the same commands a real site runs.
+site: standin-up
+	$(PYINFRA) -y inventory/sandbox.py deploys/site.py
 
-serve: sandbox-up
+host: standin-up
+	$(PYINFRA) -y inventory/sandbox.py deploys/host.py
+
+serve: standin-up
 	$(PYINFRA) -y inventory/sandbox.py deploys/serve.py
 
-demo: serve
+demo: site
 	$(PY) -m llmhost.cli ask "Write one line about GPUs."
 
 test: sandbox-up standin-up
+	@start=$$(date +%s); \
 	$(PYTEST) -v tests/unit tests/integration tests/language tests/state/guest \
-	  --hosts=ssh://$(SANDBOX_IP) --ssh-config=.sandbox/ssh_config
-	$(PYTEST) -v tests/state/host --hosts=ssh://$(STANDIN_IP) --ssh-config=.sandbox/ssh_config
-	$(MAKE) --no-print-directory bench
-	$(MAKE) --no-print-directory test-vm
+	  --hosts=ssh://$(SANDBOX_IP) --ssh-config=.sandbox/ssh_config && \
+	$(PYTEST) -v tests/state/host --hosts=ssh://$(STANDIN_IP) --ssh-config=.sandbox/ssh_config && \
+	$(MAKE) --no-print-directory bench && \
+	$(MAKE) --no-print-directory test-vm; \
+	rc=$$?; echo "[make test] finished in $$(( $$(date +%s) - start ))s (limit 3600s), exit $$rc"; exit $$rc
 
 # Language-level correctness on a real model from PyPI (SmolLM2-135M; ~7 minutes; in make test).
 test-language: sandbox-up
@@ -81,6 +87,14 @@ bench: sandbox-up
 
 test-unit: deps
 	$(PY) -m pytest -q tests/unit
+
+# The vLLM venvs' locks (locks/, committed): `uv pip compile --generate-hashes` of the pin each
+# group's group_data gives, for the guests' Python and platform. Needs the upstream indexes
+# (PyPI, wheels.vllm.ai for a CUDA variant) and PIP_FIND_LINKS; `make locks LOCK_GROUPS=sandbox`
+# for one. Then review `git diff locks/` and commit: a changed lock resyncs the guests' venvs.
+LOCK_GROUPS ?= sandbox lxc_guests kvm_guests
+locks: $(VENV)/.synced
+	$(PY) -m llmhost.locks compile --uv $(UV) $(addprefix --group ,$(LOCK_GROUPS))
 
 # Rewrite tests/golden/ from what the code renders now, after a reviewed change (tests only
 # compare); then review `git diff tests/golden`.

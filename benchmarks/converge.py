@@ -61,6 +61,8 @@ def main() -> int:
     serve_args = [
         "inventory/sandbox.py",
         "deploys/serve.py",
+        "--limit",
+        "sandbox",  # the guest alone, as the floor: the site's stand-in is not connected
         "--data",
         'verify={"throughput_gate": false}',
     ]

@@ -1,13 +1,20 @@
-"""Proxmox hosts: kernel cmdline, sysctls, swap, nvidia-uvm, LXC/KVM GPU passthrough.
+"""Proxmox hosts only: kernel cmdline, sysctls, swap, nvidia-uvm, LXC/KVM GPU passthrough.
 
-pyinfra inventory/lab.py deploys/host.py --limit proxmox_hosts
+pyinfra inventory/lab.py deploys/host.py
+
+Other hosts of the site (serving guests, routers) are left alone, one line each.
 """
 
 from pyinfra import host
 
+from llmhost import interrupt
 from llmhost.config.loading import load_proxmox_host
+from llmhost.groups import check_one_role, is_proxmox_host, leave_alone
 from llmhost.tasks.proxmox_host import proxmox_host
 
-if "proxmox_hosts" in host.groups:
-    cfg = load_proxmox_host(host)  # bad data stops here, before any operation
-    proxmox_host(cfg)
+interrupt.install()
+check_one_role(host)
+if is_proxmox_host(host):
+    proxmox_host(load_proxmox_host(host))  # bad data stops at loading, before any operation
+else:
+    leave_alone(host, "host.py", "Proxmox host")

@@ -1,28 +1,23 @@
-"""Guests: uv-managed vLLM, the model's weights, its systemd unit, then proof that it serves.
+"""Serving guests only: GPU userspace, uv-managed vLLM, weights, units, then proof it serves.
 
-pyinfra inventory/sandbox.py deploys/serve.py
+pyinfra inventory/lab.py deploys/serve.py
 pyinfra inventory/lab.py deploys/serve.py --data served_model=minimax-m2.5
+
+Other hosts of the site (Proxmox hosts, routers) are left alone, one line each.
 """
 
 from pyinfra import host
 
+from llmhost import interrupt
 from llmhost.config.loading import load_guest
-from llmhost.tasks.gpu_userspace import gpu_userspace, preflight
-from llmhost.tasks.guest_base import guest_base
-from llmhost.tasks.hooks import hooks
-from llmhost.tasks.model_stage import model_stage
-from llmhost.tasks.uv_vllm import uv_vllm
-from llmhost.tasks.vllm_service import retire_stale_units, vllm_service
+from llmhost.groups import check_one_role, is_serving_guest, leave_alone
+from llmhost.secrets import resolve_secrets
+from llmhost.tasks.serving_guest import serving_guest
 
-cfg = load_guest(host)  # bad data stops here, before any operation
-if cfg.accelerator == "cuda":
-    preflight(cfg)  # a host driver other than the pin stops here too
-
-guest_base(cfg)
-if cfg.accelerator == "cuda":
-    gpu_userspace(cfg)
-venv, shim = uv_vllm(cfg)
-weights = model_stage(cfg)
-retire_stale_units(cfg)
-restarts = vllm_service(cfg, upstream_changes=[venv, shim, *weights])
-hooks(cfg, restarts)
+interrupt.install()  # Ctrl-C ends any wait within seconds, non-zero
+check_one_role(host)
+if is_serving_guest(host):
+    cfg = load_guest(host)  # bad data stops here, before any operation
+    serving_guest(cfg, resolve_secrets(cfg))
+else:
+    leave_alone(host, "serve.py", "serving guest")

@@ -1,23 +1,46 @@
-"""The embedded default: the local Debian 12 LXC guest that `make sandbox-up` creates."""
+"""The embedded default, a site like inventory/lab.py on this machine (make sandbox-up,
+make standin-up): a container standing in for the Proxmox host, and the serving guest.
 
-from llmhost.testbed.sandbox import load_state
+Its API key is a file the sandbox made (secrets are named in group_data, never held there).
+"""
 
-_state = load_state()
+from llmhost.testbed.sandbox import API_KEY_FILE, load_state
+from llmhost.testbed.standin import load as load_standin
+
+_guest = load_state()
+_pve = load_standin()
+
+proxmox_hosts = [
+    (
+        _pve["ip"],
+        {
+            "ssh_user": "root",
+            "ssh_key": _pve["ssh_key"],
+            "ssh_strict_host_key_checking": "no",
+            "ssh_known_hosts_file": "/dev/null",
+            # The captured H200 host runs driver 580.159.04; the reference site pins 590.48.01.
+            "nvidia_driver_version": "580.159.04",
+            "lxc_guests": [{"vmid": 201, "name": "llm-lxc"}],
+            "kvm_guests": [{"vmid": 301, "name": "llm-vm", "pci_addresses": []}],
+        },
+    )
+]
 
 sandbox = [
     (
-        _state.ip,
+        _guest.ip,
         {
-            "ssh_user": _state.ssh_user,
-            "ssh_key": _state.ssh_key,
+            "ssh_user": _guest.ssh_user,
+            "ssh_key": _guest.ssh_key,
             "ssh_strict_host_key_checking": "no",
             "ssh_known_hosts_file": "/dev/null",
             # Package sources the sandbox serves on its bridge (no NAT: the only way out).
             "package_sources": {
-                "index_url": _state.pypi_index,
-                "find_links": _state.find_links,
-                "apt_proxy": _state.apt_proxy,
+                "index_url": _guest.pypi_index,
+                "find_links": _guest.find_links,
+                "apt_proxy": _guest.apt_proxy,
             },
+            "secrets": {"api_key": {"file": str(API_KEY_FILE)}},
         },
     )
 ]

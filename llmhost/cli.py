@@ -6,19 +6,44 @@ import argparse
 import json
 import sys
 
+from pydantic import SecretStr
+
 from llmhost.testbed import sandbox
+
+
+def ask_api_key() -> SecretStr | None:
+    """`llmhost ask`'s key: $LLMHOST_API_KEY when set, else the sandbox's key file, else none."""
+    from llmhost.readiness import api_key_from_env
+
+    key = api_key_from_env()
+    if key is not None:
+        return key
+    try:
+        value = sandbox.api_key()
+    except OSError:  # no sandbox key file (yet): ask without a key
+        return None
+    return SecretStr(value) if value else None
 
 
 def ask_sandbox(prompt: str, port: int, max_tokens: int) -> int:
     """Prove the demo end to end: readiness, then one chat completion, both printed."""
     import requests
 
-    from llmhost.readiness import probe_once
+    from llmhost.readiness import auth_headers, probe_once, unauthorized
 
     state = sandbox.load_state()
     base = f"http://{state.ip}:{port}"
-    served = requests.get(f"{base}/v1/models", timeout=10).json()["data"][0]["id"]
-    ready = probe_once(base, served)
+    headers = auth_headers(ask_api_key())
+    listing = requests.get(f"{base}/v1/models", headers=headers, timeout=10)
+    if listing.status_code in (401, 403):
+        print(
+            f"llmhost: {base}/v1/models {unauthorized(listing.status_code, headers)}; "
+            f"llmhost ask sends $LLMHOST_API_KEY, else the key in {sandbox.API_KEY_FILE}",
+            file=sys.stderr,
+        )
+        return 1
+    served = listing.json()["data"][0]["id"]
+    ready = probe_once(base, served, headers=headers)
     print(f"readiness of {served} at {base}: {'OK' if ready.ready else 'FAILED'} - {ready.detail}")
     if not ready.ready:
         return 1
@@ -30,6 +55,7 @@ def ask_sandbox(prompt: str, port: int, max_tokens: int) -> int:
             "max_tokens": max_tokens,
             "temperature": 0,
         },
+        headers=headers,
         timeout=120,
     )
     resp.raise_for_status()
@@ -49,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     sbx.add_argument("action", choices=["up", "down", "status", "reboot"])
     pve = sub.add_parser("standin", help="a container standing in for a Proxmox host")
     pve.add_argument("action", choices=["up", "down", "reset"])
-    ask = sub.add_parser("ask", help="send one chat message to the sandbox's served model")
+    ask = sub.add_parser(
+        "ask",
+        help="send one chat message to the sandbox's served model (API key: $LLMHOST_API_KEY, "
+        "else the sandbox's key file)",
+    )
     ask.add_argument("prompt")
     ask.add_argument("--port", type=int, default=8000)
     ask.add_argument("--max-tokens", type=int, default=32)

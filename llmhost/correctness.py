@@ -10,6 +10,7 @@ token-by-token agreement with transformers running the same weights (refcheck.py
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import requests
@@ -52,7 +53,15 @@ class Completion:
     output_ids: list[int]
 
 
-def greedy(base_url: str, served_name: str, prompt: str, max_tokens: int) -> Completion:
+def greedy(
+    base_url: str,
+    served_name: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> Completion:
+    """One greedy completion with its token ids; `headers` carry the API key."""
     resp = requests.post(
         f"{base_url}/v1/completions",
         json={
@@ -62,6 +71,7 @@ def greedy(base_url: str, served_name: str, prompt: str, max_tokens: int) -> Com
             "temperature": 0,
             "return_token_ids": True,
         },
+        headers=dict(headers or {}),
         timeout=600,
     )
     resp.raise_for_status()

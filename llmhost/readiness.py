@@ -3,15 +3,50 @@
 Ready means, in order: /health answers 200, /v1/models lists the served name, and a
 one-token completion returns a token. Polled from the control machine, with a progress
 line while the model loads (a 1T model takes ~30 minutes; the tiny CPU one ~2).
+
+vLLM answers 401 on /v1/* without the site's API key (/health, /metrics, /version and
+/tokenize stay open): every llmhost client sends `headers`, built by `auth_headers` from the
+key at the last moment, so the key itself travels as a pydantic SecretStr up to there.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import requests
+from pydantic import SecretStr
+
+Headers = Mapping[str, str] | None
+
+# The environment variable llmhost's clients read the API key from (`python -m llmhost.bench`,
+# which the throughput gate runs as a child process, and `llmhost ask`): never an argument.
+API_KEY_ENV = "LLMHOST_API_KEY"
+
+
+def api_key_from_env(environ: Mapping[str, str] | None = None) -> SecretStr | None:
+    """The API key from $LLMHOST_API_KEY, None when it is unset or empty."""
+    value = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
+    return SecretStr(value) if value else None
+
+
+def auth_headers(api_key: SecretStr | str | None) -> dict[str, str]:
+    """The Authorization header for the API key; no header without a key."""
+    if api_key is None:
+        return {}
+    value = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
+    return {"Authorization": f"Bearer {value}"} if value else {}
+
+
+def unauthorized(status: int, headers: Headers) -> str:
+    """What a 401/403 means, never showing the key."""
+    if headers and "Authorization" in headers:
+        return (
+            f"answered {status}: the server refuses the API key sent (not the one it serves with)"
+        )
+    return f"answered {status}: the server wants an API key (Authorization: Bearer), none was sent"
 
 
 @dataclass
@@ -24,7 +59,11 @@ class Readiness:
     models: list[str] = field(default_factory=list)
 
 
-def probe_once(base_url: str, served_name: str, timeout: float = 10) -> Readiness:
+def probe_once(
+    base_url: str, served_name: str, timeout: float = 10, *, headers: Headers = None
+) -> Readiness:
+    """One look: /health, /v1/models, a 1-token completion (the last two with `headers`)."""
+    hdrs = dict(headers or {})
     try:
         health = requests.get(f"{base_url}/health", timeout=timeout)
     except requests.RequestException as exc:
@@ -32,9 +71,12 @@ def probe_once(base_url: str, served_name: str, timeout: float = 10) -> Readines
     if health.status_code != 200:
         return Readiness(False, "health", f"/health answered {health.status_code}", 0)
     try:
-        models = [
-            m["id"] for m in requests.get(f"{base_url}/v1/models", timeout=timeout).json()["data"]
-        ]
+        listing = requests.get(f"{base_url}/v1/models", headers=hdrs, timeout=timeout)
+        if listing.status_code in (401, 403):
+            return Readiness(
+                False, "auth", f"/v1/models {unauthorized(listing.status_code, hdrs)}", 0
+            )
+        models = [m["id"] for m in listing.json()["data"]]
     except (requests.RequestException, ValueError, KeyError) as exc:
         return Readiness(False, "models", f"/v1/models failed: {exc}", 0)
     if served_name not in models:
@@ -43,8 +85,12 @@ def probe_once(base_url: str, served_name: str, timeout: float = 10) -> Readines
         resp = requests.post(
             f"{base_url}/v1/completions",
             json={"model": served_name, "prompt": "Hello", "max_tokens": 1, "temperature": 0},
+            headers=hdrs,
             timeout=max(timeout, 60),
         )
+        if resp.status_code in (401, 403):
+            detail = f"/v1/completions {unauthorized(resp.status_code, hdrs)}"
+            return Readiness(False, "auth", detail, 0, models=models)
         body = resp.json()
         text = body["choices"][0]["text"]
         tokens = body["usage"]["completion_tokens"]
@@ -65,15 +111,20 @@ def wait_ready(
     interval_s: float = 2.0,
     progress_every_s: float = 15.0,
     crash_check: Callable[[], str | None] | None = None,
+    *,
+    headers: Headers = None,
 ) -> Readiness:
-    """Poll until ready or timeout; `crash_check` returns a reason to give up early."""
+    """Poll until ready or timeout; `crash_check` returns a reason to give up early.
+
+    A server that refuses the key (stage "auth") will not change its mind: no more polling.
+    """
     start = time.monotonic()
     last_log = -progress_every_s
     while True:
-        result = probe_once(base_url, served_name)
+        result = probe_once(base_url, served_name, headers=headers)
         waited = time.monotonic() - start
         result.waited_s = round(waited, 1)
-        if result.ready:
+        if result.ready or result.stage == "auth":
             return result
         if waited >= timeout_s:
             return result

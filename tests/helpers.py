@@ -1,7 +1,8 @@
 """The one module of shared test helpers; test modules import helpers from here only.
 
 Paths (REPO, FIXTURES, GOLDEN), the pyinfra runner and its result table, a shell in the
-sandbox guest, whether the sandbox serves its default model, and the golden files: what each
+sandbox guest, the sandbox site's API key as a header (`api_headers`: vLLM answers 401 on
+/v1/* without it), whether the sandbox serves its default model, and the golden files: what each
 one renders to (the same list for the tests, which compare, and for tests/update_golden.py,
 which writes; `make golden`). Fixtures live in the conftest.py files.
 """
@@ -9,12 +10,16 @@ which writes; `make golden`). Fixtures live in the conftest.py files.
 from __future__ import annotations
 
 import difflib
+import json
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from llmhost.config.guest import GuestConfig
@@ -35,9 +40,9 @@ from llmhost.host_plan import (
 from llmhost.inventory import get_host
 from llmhost.kernel_cmdline import edit_params, grub_params, set_grub_params
 from llmhost.lxc_passthrough import passthrough_block, qm_set_commands, with_block
-from llmhost.readiness import probe_once
+from llmhost.readiness import auth_headers, probe_once
 from llmhost.render import render_env, render_unit, unit_name
-from llmhost.testbed.sandbox import STATE_DIR, SandboxState, ssh_command
+from llmhost.testbed.sandbox import API_KEY_FILE, STATE_DIR, SandboxState, api_key, ssh_command
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -48,6 +53,7 @@ PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 # --- pyinfra, as a user runs it --------------------------------------------------------------
 
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")
+SITE = ("inventory/sandbox.py", "deploys/site.py")
 
 
 @dataclass
@@ -98,6 +104,13 @@ def changed_ops(output: str, errors_too: bool = False) -> dict[str, tuple[str, s
 # --- the sandbox guest -----------------------------------------------------------------------
 
 
+def api_headers() -> dict[str, str]:
+    """`Authorization: Bearer <key>` with the sandbox site's API key (its key file)."""
+    if not API_KEY_FILE.exists():
+        raise FileNotFoundError(f"no sandbox API key at {API_KEY_FILE}: run make sandbox-up")
+    return auth_headers(api_key())
+
+
 def guest_sh(sandbox: SandboxState, command: str, check: bool = True) -> str:
     """Run a shell command in the sandbox guest over ssh; its stdout, stripped."""
     return subprocess.run(
@@ -133,7 +146,7 @@ def default_not_served(sandbox: SandboxState) -> str | None:
         if state != "active":
             return f"{unit_name(model)} is {state or 'unknown'}"
         served = str(cfg.profile_for(model).served_name)
-        probe = probe_once(f"http://{sandbox.ip}:{port}", served)
+        probe = probe_once(f"http://{sandbox.ip}:{port}", served, headers=api_headers())
         if not probe.ready:
             return f"{served} at port {port} is not ready ({probe.stage}: {probe.detail})"
     return None
@@ -148,6 +161,109 @@ def serve_default(sandbox: SandboxState) -> None:
     print(f"[tests] serving the sandbox's default model: {reason}", flush=True)
     run = pyinfra(*SERVE)
     assert run.rc == 0, f"the default serve deploy failed ({reason}):\n{run.tail()}"
+
+
+# --- a stand-in vLLM server (unit tests) -----------------------------------------------------
+
+
+@dataclass
+class FakeVLLM:
+    """An OpenAI-compatible stand-in on 127.0.0.1 that records each request's Authorization
+    header. With `key`, /v1/* answers 401 unless it is `Bearer <key>`, as vLLM does with
+    VLLM_API_KEY; /health, /metrics, /version and /tokenize stay open. A context manager.
+
+    Completions give `text` (" Paris"), streamed as vLLM does (one chunk per token, then a
+    usage chunk, then [DONE]) when asked to stream.
+    """
+
+    key: str | None = None
+    served: str = "m"
+    text: str = " Paris"
+    seen: list[tuple[str, str, str | None]] = field(default_factory=list)  # method, path, auth
+    url: str = ""
+
+    def __enter__(self) -> FakeVLLM:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def reply(self, status: int, body: object, content_type: str = "application/json"):
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def allowed(self) -> bool:
+                auth = self.headers.get("Authorization")
+                fake.seen.append((self.command, self.path, auth))
+                if fake.key is None or not self.path.startswith("/v1"):
+                    return True
+                if auth == f"Bearer {fake.key}":
+                    return True
+                self.reply(401, {"error": "Unauthorized"})
+                return False
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if not self.allowed():
+                    return
+                if self.path == "/health":
+                    self.reply(200, b"", "text/plain")
+                elif self.path == "/version":
+                    self.reply(200, {"version": "0.0-fake"})
+                elif self.path == "/metrics":
+                    self.reply(200, b"# no spec decode here\n", "text/plain")
+                elif self.path == "/v1/models":
+                    self.reply(200, {"object": "list", "data": [{"id": fake.served}]})
+                else:
+                    self.reply(404, {"error": "not found"})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.allowed():
+                    return
+                if self.path == "/tokenize":
+                    self.reply(200, {"tokens": list(range(1, len(body["prompt"].split()) + 1))})
+                elif self.path == "/v1/completions" and body.get("stream"):
+                    self.stream(int(body["max_tokens"]))
+                elif self.path == "/v1/completions":
+                    choice = {"text": fake.text, "token_ids": [5], "prompt_token_ids": [1, 2]}
+                    usage = {"completion_tokens": 1}
+                    self.reply(200, {"choices": [choice], "usage": usage})
+                elif self.path == "/v1/chat/completions":
+                    choice = {"message": {"role": "assistant", "content": fake.text}}
+                    self.reply(200, {"choices": [choice], "usage": {"completion_tokens": 1}})
+                else:
+                    self.reply(404, {"error": "not found"})
+
+            def stream(self, tokens: int) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # HTTP/1.0: the body ends when the connection closes
+                chunks = [{"choices": [{"index": 0, "text": "a"}]} for _ in range(tokens)]
+                chunks.append({"choices": [], "usage": {"completion_tokens": tokens}})
+                for chunk in chunks:
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def auth(self, path: str) -> list[str | None]:
+        """The Authorization header of each request to `path`, in order."""
+        return [auth for _, p, auth in self.seen if p == path]
 
 
 # --- golden files ----------------------------------------------------------------------------
@@ -300,3 +416,24 @@ def assert_golden_files(files: dict[str, str]) -> None:
         "\n".join(problems) + "\nif the change is intended, run `make golden` and review "
         "`git diff tests/golden`"
     )
+
+
+def interrupt_when(argv: list[str], marker: str, timeout: float = 600) -> tuple[int, str, float]:
+    """Start `argv` (from the repository), send SIGINT once a line contains `marker`; its exit
+    code, whole output and the seconds from the signal to its exit."""
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line or time.monotonic() > deadline:
+            break
+    assert any(marker in x for x in lines), "".join(lines[-40:])
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    return proc.returncode, "".join(lines) + rest, time.monotonic() - sent

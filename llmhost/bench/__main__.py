@@ -5,6 +5,9 @@
 
 Prints one line per concurrency and, with --json, writes the results in
 `vllm bench serve` field names.
+
+The server's API key comes from the environment variable LLMHOST_API_KEY (never an
+argument: argv shows in `ps`); it is sent as `Authorization: Bearer` and written nowhere.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from llmhost.bench.sweep import sweep
 from llmhost.catalog import BenchProfile, load_catalog
+from llmhost.readiness import api_key_from_env, auth_headers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         if key not in ("model_profile", "host_profile", "host"):
             parser.error(f"--label: unknown key {key!r}")
         labels[key] = value
-    results = sweep(args.url, str(model), bench, levels, labels, not args.no_progress)
+    headers = auth_headers(api_key_from_env())
+    results = sweep(
+        args.url, str(model), bench, levels, labels, not args.no_progress, headers=headers
+    )
     for r in results:
         print(
             f"c={r.max_concurrency:<4} {r.output_throughput:9.1f} output tok/s  "

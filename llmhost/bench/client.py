@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import aiohttp
 
@@ -75,11 +75,16 @@ async def run_level_async(
     warmup: list[list[int]],
     progress: ProgressFn | None = None,
     request_timeout_s: float = 3600,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> LevelResult:
+    """One level; `headers` (the API key) go on every request and nowhere into the result."""
     url = f"{config.base_url}/v1/completions"
     connector = aiohttp.TCPConnector(limit=config.max_concurrency)
     timeout = aiohttp.ClientTimeout(total=request_timeout_s)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=timeout, headers=dict(headers or {})
+    ) as session:
         sem = asyncio.Semaphore(config.max_concurrency)
 
         async def limited(prompt: list[int]) -> RequestOutcome:
@@ -112,8 +117,10 @@ def run_level(
     prompts: list[list[int]],
     warmup: list[list[int]],
     progress: ProgressFn | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> LevelResult:
-    return asyncio.run(run_level_async(config, prompts, warmup, progress))
+    return asyncio.run(run_level_async(config, prompts, warmup, progress, headers=headers))
 
 
 class ProgressBar:

@@ -8,6 +8,7 @@ profile states, and each prompt differs from the others (no prefix-cache hits be
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 import requests
 
@@ -61,10 +62,19 @@ def seeded_text(seed: int, words: int) -> str:
     return " ".join(out)
 
 
-def tokenize(base_url: str, model: str, text: str, timeout: float = 60) -> list[int]:
+def tokenize(
+    base_url: str,
+    model: str,
+    text: str,
+    timeout: float = 60,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> list[int]:
+    # vLLM leaves /tokenize open today; the key goes along in case a version closes it.
     resp = requests.post(
         f"{base_url}/tokenize",
         json={"model": model, "prompt": text, "add_special_tokens": False},
+        headers=dict(headers or {}),
         timeout=timeout,
     )
     resp.raise_for_status()
@@ -72,7 +82,13 @@ def tokenize(base_url: str, model: str, text: str, timeout: float = 60) -> list[
 
 
 def token_prompts(
-    base_url: str, model: str, count: int, input_len: int, seed: int
+    base_url: str,
+    model: str,
+    count: int,
+    input_len: int,
+    seed: int,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> list[list[int]]:
     """`count` distinct prompts of exactly `input_len` token ids, the same for the same seed."""
     prompts = []
@@ -81,7 +97,8 @@ def token_prompts(
         ids: list[int] = []
         part = 0
         while len(ids) < input_len:
-            ids += tokenize(base_url, model, seeded_text(seed * 1_000_003 + i * 101 + part, words))
+            text = seeded_text(seed * 1_000_003 + i * 101 + part, words)
+            ids += tokenize(base_url, model, text, headers=headers)
             part += 1
         prompts.append(ids[:input_len])
     return prompts

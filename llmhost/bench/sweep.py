@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import requests
@@ -49,16 +50,26 @@ def sweep(
     concurrencies: list[int],
     labels: dict[str, str] | None = None,
     show_progress: bool = True,
+    *,
+    headers: Mapping[str, str] | None = None,
 ) -> list[LevelResult]:
+    """Every level in turn; `headers` (the API key) go on the requests, never into a result."""
     labels = labels or {}
     version = server_version(base_url)
     sha = git_sha()
     results = []
     for conc in concurrencies:
         count = bench.num_prompts(conc)
-        prompts = token_prompts(base_url, served_name, count, bench.input_len, bench.seed)
+        prompts = token_prompts(
+            base_url, served_name, count, bench.input_len, bench.seed, headers=headers
+        )
         warmup = token_prompts(
-            base_url, served_name, bench.warmup_requests, bench.input_len, bench.seed + 7919
+            base_url,
+            served_name,
+            bench.warmup_requests,
+            bench.input_len,
+            bench.seed + 7919,
+            headers=headers,
         )
         config = RunConfig(
             base_url=base_url,
@@ -75,5 +86,6 @@ def sweep(
             **labels,
         )
         bar = ProgressBar(f"{labels.get('model_profile', served_name)} c={conc}")
-        results.append(run_level(config, prompts, warmup, bar if show_progress else None))
+        progress = bar if show_progress else None
+        results.append(run_level(config, prompts, warmup, progress, headers=headers))
     return results

@@ -15,7 +15,15 @@ from llmhost.catalog import (
     load_catalog,
     servable_models,
 )
-from llmhost.config.types import NAME_RE, VERSION_RE, AbsPath, Port, Strict, version_tuple
+from llmhost.config.types import (
+    NAME_RE,
+    VERSION_RE,
+    AbsPath,
+    Port,
+    Reasoned,
+    Strict,
+    version_tuple,
+)
 
 # Minimum NVIDIA driver for each CUDA wheel variant (CUDA toolkit release notes, table 3).
 CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
@@ -105,6 +113,60 @@ class VerifySettings(Strict):
     results_dir: str = "benchmarks/results"
 
 
+# Accounts that exist on every Debian system: vLLM must not run as one of them.
+RESERVED_USERS = frozenset(
+    {
+        "root",
+        "daemon",
+        "bin",
+        "sys",
+        "sync",
+        "games",
+        "man",
+        "lp",
+        "mail",
+        "news",
+        "uucp",
+        "proxy",
+        "www-data",
+        "backup",
+        "list",
+        "irc",
+        "nobody",
+        "systemd-network",
+        "sshd",
+    }
+)
+ENV_NAME_RE = r"^[A-Z_][A-Z0-9_]{0,63}$"
+
+
+class SecretSource(Strict):
+    """Where the control machine finds a secret: an environment variable or a file.
+
+    Never the secret itself: group_data is committed. The value is read at deploy time on the
+    control machine and written only into the guest's 0600 env file.
+    """
+
+    env: Annotated[str, Field(pattern=ENV_NAME_RE)] | None = None
+    file: str | None = None  # on the control machine; relative to where pyinfra runs
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretSource:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of 'env' (a variable name) or 'file' (a path)")
+        return self
+
+    def describe(self) -> str:
+        return f"environment variable {self.env}" if self.env else f"file {self.file}"
+
+
+class Secrets(Strict):
+    """The vLLM API key every client sends, and an optional Hugging Face token for downloads."""
+
+    api_key: SecretSource = SecretSource(env="LLMHOST_API_KEY")
+    hf_token: SecretSource | None = None
+
+
 class GuestConfig(Strict):
     """A serving guest (LXC container, KVM VM, or the sandbox)."""
 
@@ -121,6 +183,10 @@ class GuestConfig(Strict):
     cuda: CudaConfig | None = None
     package_sources: PackageSources = PackageSources()
     service_user: Annotated[str, Field(pattern=NAME_RE)] = "vllm"
+    secrets: Secrets = Secrets()
+    # For the state document (deploys/report.py): what was ruled out, and why; what binds.
+    ruled_out: tuple[Reasoned, ...] = ()
+    constraints: tuple[Reasoned, ...] = ()
     root_dir: AbsPath = "/opt/llmhost"
     models_dir: AbsPath = "/srv/llmhost/models"
     cpu_threads_bind: str | None = None
@@ -139,7 +205,22 @@ class GuestConfig(Strict):
     @field_validator("bind_address")
     @classmethod
     def _ip(cls, value: str) -> str:
-        ipaddress.ip_address(value)
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an IP address: 0.0.0.0 (all interfaces), :: or one address"
+            ) from None
+        return value
+
+    @field_validator("service_user")
+    @classmethod
+    def _not_a_system_account(cls, value: str) -> str:
+        if value in RESERVED_USERS:
+            raise ValueError(
+                f"{value!r} is a system account: vLLM runs as its own unprivileged user "
+                "(default 'vllm'), which the deploy creates; the GPU cleanup runs as root anyway"
+            )
         return value
 
     @model_validator(mode="after")

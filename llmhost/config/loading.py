@@ -38,6 +38,17 @@ def format_errors(host_name: str, exc: ValidationError) -> str:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        if err["loc"][:1] == ("secrets",):
+            # Someone may have put the secret itself here: never echo what was given.
+            err = {**err, "input": None}
+            msg = (
+                "required field is missing"
+                if err["type"] == "missing"
+                else f"{msg} (name an environment variable or a file: "
+                '{"env": "NAME"} or {"file": "/path"}; never the secret itself)'
+            )
+            lines.append(f"  {loc}: {msg}")
+            continue
         if err["type"] == "missing":
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":

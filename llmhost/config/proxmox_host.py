@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from llmhost.config.types import VERSION_RE, Strict
+from llmhost.config.types import VERSION_RE, Reasoned, Strict
 
 KERNEL_PARAM_RE = re.compile(r"^[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.,:\-/]+)?$")
 PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
@@ -47,6 +47,9 @@ class ProxmoxHostConfig(Strict):
     kvm_guests: tuple[KvmGuestRef, ...] = ()
     # Seconds to wait for the host to come back after a reboot this deploy asked for.
     reboot_timeout_s: int = Field(default=900, ge=60)
+    # For the state document (deploys/report.py): what was ruled out, and why; what binds.
+    ruled_out: tuple[Reasoned, ...] = ()
+    constraints: tuple[Reasoned, ...] = ()
 
     @field_validator("kernel_params", "kernel_params_absent")
     @classmethod

@@ -33,3 +33,11 @@ VERSION_RE = r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$"
 
 def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+class Reasoned(Strict):
+    """A decision kept with its reason (group_data's `ruled_out` and `constraints` lists,
+    which the state document prints)."""
+
+    what: str = Field(min_length=1)
+    why: str = Field(min_length=1)

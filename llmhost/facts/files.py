@@ -68,3 +68,43 @@ class UnitState(FactBase[dict[str, str]]):
 
     def process(self, output: Iterable[str]) -> dict[str, str]:
         return dict(line.split("=", 1) for line in output if "=" in line)
+
+
+class NewerThanUnit(FactBase[list[str]]):
+    """Of `paths`, those modified after the running unit started (its inputs changed since).
+
+    A run interrupted between rewriting a unit's env file and restarting it leaves a server
+    older than its inputs; the next run finds that here and restarts it. Empty when the unit
+    is not active (starting it is another operation's job).
+    """
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, unit: str, paths: tuple[str, ...]) -> str:
+        q = shlex.quote
+        return (
+            f'[ "$(systemctl is-active {q(unit)})" = active ] || exit 0; '
+            f'since=$(date -d "$(systemctl show -p ActiveEnterTimestamp --value {q(unit)})" '
+            "+%s 2>/dev/null) || exit 0; "
+            f"for f in {' '.join(q(p) for p in paths)}; do "
+            '[ -e "$f" ] && [ "$(stat -c %Y "$f")" -gt "$since" ] && echo "$f"; done; true'
+        )
+
+    def process(self, output: Iterable[str]) -> list[str]:
+        return [line.strip() for line in output if line.strip()]
+
+
+class NeedsDaemonReload(FactBase[bool]):
+    """systemd still runs an older copy of the unit file (changed and not reloaded since)."""
+
+    @staticmethod
+    def default() -> bool:
+        return False
+
+    def command(self, unit: str) -> str:
+        return f"systemctl show -p NeedDaemonReload --value {shlex.quote(unit)} 2>/dev/null || true"
+
+    def process(self, output: Iterable[str]) -> bool:
+        return "".join(output).strip() == "yes"

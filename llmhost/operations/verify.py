@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import requests
+from pydantic import SecretStr
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, operation
 from pyinfra.api.operation import OperationMeta
@@ -34,8 +37,9 @@ from llmhost.bench.result import LevelResult
 from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
 from llmhost.catalog import BenchProfile, CorrectnessProfile
 from llmhost.correctness import greedy, judge, reference_request
+from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
-from llmhost.readiness import wait_ready
+from llmhost.readiness import API_KEY_ENV, auth_headers, wait_ready
 
 
 def guest_run(command: str) -> tuple[bool, str, str]:
@@ -52,6 +56,7 @@ def correct(
     model_dir: str,
     python: str,
     refcheck: str,
+    api_key: SecretStr | None = None,
 ):
     """
     Greedy completions of the profile's prompts, judged before any number counts.
@@ -63,12 +68,21 @@ def correct(
     + model_dir: the weights on the guest (for the transformers reference)
     + python: the venv's python on the guest (torch + transformers)
     + refcheck: path of refcheck.py on the guest
+    + api_key: the site's vLLM API key (a SecretStr: pyinfra shows '**********')
     """
     if not state.is_executing:
         return
     golden = {g.prompt: g.expect for g in correctness.golden}
     prompts = list(correctness.prompts) + [g.prompt for g in correctness.golden]
-    completions = [greedy(base_url, served_name, p, correctness.max_tokens) for p in prompts]
+    headers = auth_headers(api_key)
+    try:
+        with interruptible(f"the correctness probe of {model}"):
+            completions = [
+                greedy(base_url, served_name, p, correctness.max_tokens, headers=headers)
+                for p in prompts
+            ]
+    except requests.RequestException as exc:
+        raise OperationError(f"correctness: a completion from {base_url} failed: {exc}") from None
     reference = None
     if correctness.reference == "transformers":
         request = reference_request(model_dir, completions[: len(correctness.prompts)])
@@ -98,6 +112,11 @@ class BenchRun:
     bench: BenchProfile  # lengths, concurrencies (baseline keys), tolerance
     labels: dict[str, str]  # host, host profile, model profile for the results
     results_dir: str  # on the control machine; relative: to the directory pyinfra runs in
+    # The site's vLLM API key: sent by the sweep and the A/B's readiness, saved nowhere.
+    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+
+    def headers(self) -> dict[str, str]:
+        return auth_headers(self.api_key)
 
     @property
     def levels(self) -> list[int]:
@@ -118,8 +137,20 @@ class BenchOutcome:
     failures: list[str] = field(default_factory=list)
 
 
+def sweep_env(api_key: SecretStr | None) -> dict[str, str]:
+    """The benchmark child's environment: the API key goes there, never into its argv."""
+    env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV}
+    if api_key is not None:
+        env[API_KEY_ENV] = api_key.get_secret_value()
+    return env
+
+
 def run_sweep(run: BenchRun) -> list[LevelResult]:
-    """The benchmark in its own process: pyinfra's gevent patching and asyncio don't mix."""
+    """The benchmark in its own process: pyinfra's gevent patching and asyncio don't mix.
+
+    The API key reaches the child as $LLMHOST_API_KEY: argv shows in `ps` and in pyinfra's
+    output on failure, the environment does neither.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         argv = [
@@ -136,7 +167,7 @@ def run_sweep(run: BenchRun) -> list[LevelResult]:
             str(out),
         ]
         argv += [f"--label={k}={v}" for k, v in run.labels.items()]
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=sweep_env(run.api_key))
         if not out.exists():
             raise OperationError(
                 f"benchmark against {run.base_url} failed (exit {proc.returncode})"
@@ -178,7 +209,13 @@ class UnitSwap:
 
     def __exit__(self, *exc: object) -> None:
         say(f"A/B: stopping {self.other}, starting {self.main} again")
-        guest_run(f"systemctl stop {self.other}; systemctl start {self.main}")
+        # In its own session on the guest: the swap back completes even when this run is
+        # interrupted (Ctrl-C) and its ssh session goes away half-way.
+        ok, _, err = guest_run(
+            f"setsid -w sh -c 'systemctl stop {self.other}; systemctl start {self.main}' </dev/null"
+        )
+        if not ok:
+            raise OperationError(f"A/B: could not give {self.main} back: {err}")
         self.wait(self.main)
 
 
@@ -226,7 +263,8 @@ def throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome):
         f"benchmark {run.model}: {bench.input_len} in / {bench.output_len} out tokens, "
         f"c={run.levels}"
     )
-    outcome.results = run_sweep(run)
+    with interruptible(f"the benchmark of {run.model}"):
+        outcome.results = run_sweep(run)
     after = fetch_spec_counters(run.base_url)
     judge_gate(run, gate, outcome)
     if before is not None and after is not None:
@@ -273,11 +311,13 @@ def draft_ab(
         return
 
     def wait(u: str) -> None:
-        result = wait_ready(run.base_url, run.served_name, load_timeout_s, log=say)
+        result = wait_ready(
+            run.base_url, run.served_name, load_timeout_s, log=say, headers=run.headers()
+        )
         if not result.ready:
             raise OperationError(f"A/B: {u} not ready: {result.stage}: {result.detail}")
 
-    with UnitSwap(unit, ab_unit, wait):
+    with interruptible(f"the draft A/B of {run.model}"), UnitSwap(unit, ab_unit, wait):
         without = run_sweep(run)
     ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
     for ab in ab_lines:

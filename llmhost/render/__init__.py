@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from llmhost.catalog import ModelProfile, load_catalog
 from llmhost.config.guest import GuestConfig
 from llmhost.host_profiles import host_profile
+from llmhost.secrets import ResolvedSecrets
 
 # Set on every unit: no phoning home, no hub access at run time (weights are staged).
 BASE_ENV = {
@@ -134,7 +135,10 @@ def vllm_command(cfg: GuestConfig, model: str, port: int, without_draft: bool = 
     return argv
 
 
-def unit_env(cfg: GuestConfig, model: str) -> dict[str, str]:
+def unit_env(
+    cfg: GuestConfig, model: str, secrets: ResolvedSecrets | None = None
+) -> dict[str, str]:
+    """The unit's environment; with `secrets`, the API key and hub token too (0600 file)."""
     profile = cfg.profile_for(model)
     env = dict(BASE_ENV)
     env["HF_HOME"] = f"{cfg.root_dir}/hf-home"
@@ -153,6 +157,10 @@ def unit_env(cfg: GuestConfig, model: str) -> dict[str, str]:
     if cfg.cpu_threads_bind:
         env["VLLM_CPU_OMP_THREADS_BIND"] = cfg.cpu_threads_bind
     env.update(profile.env)
+    if secrets is not None:
+        env["VLLM_API_KEY"] = secrets.api_key.get_secret_value()
+        if secrets.hf_token is not None:
+            env["HF_TOKEN"] = secrets.hf_token.get_secret_value()
     return dict(sorted(env.items()))
 
 
@@ -199,8 +207,8 @@ def render_unit(cfg: GuestConfig, model: str, port: int, without_draft: bool = F
     )
 
 
-def render_env(cfg: GuestConfig, model: str) -> str:
-    return render_template("vllm.env.j2", env=unit_env(cfg, model), model=model)
+def render_env(cfg: GuestConfig, model: str, secrets: ResolvedSecrets | None = None) -> str:
+    return render_template("vllm.env.j2", env=unit_env(cfg, model, secrets), model=model)
 
 
 def render_entry_shim() -> str:

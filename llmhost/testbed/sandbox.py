@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = Path(os.environ.get("LLMHOST_SANDBOX_DIR", REPO_ROOT / ".sandbox"))
 STATE_FILE = STATE_DIR / "state.json"
+# The sandbox site's vLLM API key (0600): inventory/sandbox.py names this file in group_data.
+API_KEY_FILE = STATE_DIR / "api-key"
 
 CONTAINER = os.environ.get("LLMHOST_SANDBOX_NAME", "llmhost-sbx")
 BRIDGE = "llmhbr0"
@@ -382,6 +385,7 @@ def up() -> SandboxState:
     key = STATE_DIR / "id_ed25519"
     if not key.exists():
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)])
+    ensure_api_key()
     ensure_bridge()
     start_apt_proxy()
     start_pypi_proxy()
@@ -407,6 +411,19 @@ def up() -> SandboxState:
     STATE_FILE.write_text(json.dumps(asdict(state), indent=2) + "\n")
     log(f"guest {CONTAINER} ready at {GUEST_IP}; state in {STATE_FILE}")
     return state
+
+
+def ensure_api_key() -> Path:
+    """A random API key for the sandbox site, made once, readable by root only."""
+    if not API_KEY_FILE.exists():
+        API_KEY_FILE.touch(mode=0o600)
+        API_KEY_FILE.write_text(secrets.token_urlsafe(32) + "\n")
+    API_KEY_FILE.chmod(0o600)
+    return API_KEY_FILE
+
+
+def api_key() -> str:
+    return API_KEY_FILE.read_text().strip()
 
 
 def down() -> None:

@@ -33,8 +33,11 @@ COMMAND_LOG = "/var/log/llmhost/not-executed.log"
 CAPTURES = sandbox.REPO_ROOT / "tests" / "fixtures" / "h200"
 SHIMS = Path(__file__).resolve().parent / "shims"
 RECORDED_COMMANDS = ("pct", "qm", "proxmox-boot-tool", "update-grub", "update-initramfs")
-# Read by the shims and the hardware unit (besides proc/devices and proc/cmdline).
+# Read by the shims and the hardware unit (besides proc/devices and proc/cmdline), from
+# tests/fixtures/h200 and, for the state document's queries, tests/fixtures/h200-report.
 CAPTURED_FILES = ("query-gpu-driver.csv", "nvidia-smi-L.txt", "dev-nvidia-nodes.txt")
+REPORT_CAPTURES = CAPTURES.parent / "h200-report"
+REPORT_FILES = ("gpu-inventory.csv", "compute-apps.csv", "topo-m.txt")
 
 LXC_201 = """\
 arch: amd64
@@ -131,6 +134,9 @@ def reset() -> None:
     ]
     script += [put(f"{FACT_ROOT}/{name}", (CAPTURES / name).read_text()) for name in CAPTURED_FILES]
     script += [
+        put(f"{FACT_ROOT}/{name}", (REPORT_CAPTURES / name).read_text()) for name in REPORT_FILES
+    ]
+    script += [
         "systemctl daemon-reload",
         "systemctl enable llmhost-standin-hw.service",
         "systemctl restart llmhost-standin-hw.service",
@@ -160,7 +166,7 @@ def up() -> dict:
     sandbox.wait_ssh(key, ip=IP)
     sandbox.write_ssh_config(key)
     # A container from an older checkout may lack the shims: give it the seed state.
-    if created or ssh(f"test -f {FACT_ROOT}/dev-nvidia-nodes.txt", check=False) is None:
+    if created or ssh(f"test -f {FACT_ROOT}/topo-m.txt", check=False) is None:
         reset()
     info = {
         "name": NAME,

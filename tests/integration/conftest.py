@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from llmhost.config.guest import GuestConfig
+from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState, load_state
-from tests.helpers import sandbox_guest, serve_default
+from tests.helpers import SITE, pyinfra, sandbox_guest, serve_default
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +39,13 @@ def default_model_back(sandbox: SandboxState) -> Iterator[None]:
     whether its own tests got that far or not."""
     yield
     serve_default(sandbox)
+
+
+@pytest.fixture(scope="module")
+def site(served: GuestConfig) -> GuestConfig:
+    """The stand-in is up and the whole sandbox site is converged by this checkout's
+    deploys/site.py (the guest's config is returned)."""
+    standin.up()
+    run = pyinfra(*SITE)
+    assert run.rc == 0, run.tail()
+    return served

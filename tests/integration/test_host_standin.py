@@ -17,7 +17,7 @@ import pytest
 from llmhost.testbed import standin
 from tests.helpers import Run, changed_ops, pyinfra
 
-HOST = ("inventory/standin.py", "deploys/host.py")
+HOST = ("inventory/sandbox.py", "deploys/host.py")
 LOG = standin.COMMAND_LOG
 SNAPSHOT = (
     "cat /etc/kernel/cmdline /etc/pve/lxc/201.conf /etc/fstab; "

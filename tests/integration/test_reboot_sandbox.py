@@ -1,8 +1,8 @@
 """After a reboot the guest serves by itself, and a rerun of the deploy changes nothing.
 
 lxc-stop/lxc-start stops and boots the guest's systemd, as a host reboot does. The `served`
-fixture first makes sure tiny-llama is converged (deployed when it is not); the `rebooted`
-fixture then reboots the guest once for the module.
+fixture first makes sure tiny-llama is served; the `rebooted` fixture converges it with this
+checkout's deploy, then reboots the guest once for the module.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from llmhost.readiness import Readiness, wait_ready
 from llmhost.render import unit_name
 from llmhost.testbed import sandbox as sandbox_ctl
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import SERVE, changed_ops, guest_sh, pyinfra
+from tests.helpers import SERVE, api_headers, changed_ops, guest_sh, pyinfra
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,15 @@ def unit_started(sandbox: SandboxState, unit: str) -> str:
 @pytest.fixture(scope="module")
 def rebooted(sandbox: SandboxState, served: GuestConfig) -> Reboot:
     unit = unit_name(served.served_model)
+    converge = pyinfra(*SERVE)  # converged by this checkout's code, not only "serving"
+    assert converge.rc == 0, converge.tail()
     started_before = unit_started(sandbox, unit)
     sandbox_ctl.reboot()
     sandbox_ctl.wait_ssh(sandbox_ctl.STATE_DIR / "id_ed25519")
     served_name = str(served.profile.served_name)
-    readiness = wait_ready(f"http://{sandbox.ip}:{served.port}", served_name, 420, log=print)
+    readiness = wait_ready(
+        f"http://{sandbox.ip}:{served.port}", served_name, 420, log=print, headers=api_headers()
+    )
     return Reboot(unit, started_before, readiness)
 
 

@@ -2,6 +2,8 @@
 
 The first test runs the deploy itself (on a fresh or an already served guest); the others take
 the `served` fixture, which deploys the default only when the guest does not serve it.
+The API key: vLLM answers 401 on /v1/* without it, and it shows in no argv, unit property,
+journal line, pyinfra output (-vvv included) or benchmark result; only in the 0600 env file.
 """
 
 from __future__ import annotations
@@ -13,8 +15,18 @@ import re
 import pytest
 import requests
 
-from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import REPO, SERVE, changed_ops, guest_sh, pyinfra, results_rows
+from llmhost.config.guest import GuestConfig
+from llmhost.render import unit_paths
+from llmhost.testbed.sandbox import SandboxState, api_key
+from tests.helpers import (
+    REPO,
+    SERVE,
+    api_headers,
+    changed_ops,
+    guest_sh,
+    pyinfra,
+    results_rows,
+)
 
 
 def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -> None:
@@ -48,6 +60,7 @@ def test_the_served_model_answers_from_the_control_machine(sandbox: SandboxState
             "max_tokens": 8,
             "temperature": 0,
         },
+        headers=api_headers(),
         timeout=60,
     )
     assert resp.status_code == 200, resp.text
@@ -119,6 +132,7 @@ def test_the_reference_check_catches_tokens_the_model_would_not_choose(
             "temperature": 0,
             "return_token_ids": True,
         },
+        headers=api_headers(),
         timeout=60,
     ).json()["choices"][0]
     answer = {"prompt_ids": body["prompt_token_ids"], "output_ids": body["token_ids"]}
@@ -128,3 +142,81 @@ def test_the_reference_check_catches_tokens_the_model_would_not_choose(
     good, bad = refcheck(sandbox, {**request, "cases": [answer, shifted]})
     assert good["ok"] and good["tokens"] == 24, good
     assert not bad["ok"] and bad["max_gap"] > 0.1, bad
+
+
+# --- the API key ------------------------------------------------------------------------------
+
+
+def test_the_api_answers_401_without_the_key_and_200_with_it(
+    sandbox: SandboxState, served: GuestConfig
+) -> None:
+    base = f"http://{sandbox.ip}:{served.port}"
+    completion = {"model": "tiny-llama", "prompt": "Hello", "max_tokens": 1, "temperature": 0}
+    wrong = {"Authorization": "Bearer not-the-site-key-0123456789"}
+    for headers in ({}, wrong):
+        models = requests.get(f"{base}/v1/models", headers=headers, timeout=30)
+        assert models.status_code == 401, (models.status_code, models.text[:200])
+        done = requests.post(f"{base}/v1/completions", json=completion, headers=headers, timeout=60)
+        assert done.status_code == 401, (done.status_code, done.text[:200])
+    models = requests.get(f"{base}/v1/models", headers=api_headers(), timeout=30)
+    assert models.status_code == 200 and models.json()["data"][0]["id"] == "tiny-llama"
+    done = requests.post(
+        f"{base}/v1/completions", json=completion, headers=api_headers(), timeout=60
+    )
+    assert done.status_code == 200 and done.json()["usage"]["completion_tokens"] == 1
+    # Health, metrics and version stay open: probes and scrapers need no key.
+    for path in ("/health", "/metrics", "/version"):
+        assert requests.get(f"{base}{path}", timeout=30).status_code == 200, path
+
+
+def test_a_verbose_converged_run_changes_nothing_and_never_prints_the_key(
+    sandbox: SandboxState, served: GuestConfig
+) -> None:
+    run = pyinfra("-vvv", *SERVE)
+    assert run.rc == 0, run.tail()
+    assert "READY tiny-llama at http://" in run.output, run.tail()
+    changed = changed_ops(run.output, errors_too=True)
+    assert not changed, f"operations changed on a converged guest: {changed}"
+    assert api_key() not in run.output, "pyinfra -vvv printed the API key"
+
+
+def env_value(line: str, name: str) -> str | None:
+    """NAME=value (value possibly quoted) -> value; None for other lines."""
+    key, sep, value = line.partition("=")
+    if not sep or key.strip() != name:
+        return None
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value
+
+
+def test_the_key_is_in_the_0600_env_file_and_nowhere_else(
+    sandbox: SandboxState, served: GuestConfig
+) -> None:
+    key = api_key()
+    unit = unit_paths(served, served.served_model)
+    # Only in the unit's env file, root's and 0600.
+    assert guest_sh(sandbox, f"stat -c '%a %U' {unit.env_file}") == "600 root"
+    lines = guest_sh(sandbox, f"cat {unit.env_file}").splitlines()
+    assert key in [env_value(line, "VLLM_API_KEY") for line in lines], "no VLLM_API_KEY=<key>"
+    # Not in any process's argv (the served unit is running), nor in the unit's properties.
+    argv = guest_sh(sandbox, "ps -eo args")
+    assert "vllm-entry" in argv, "the unit's vLLM is not running"
+    assert key not in argv, "the API key is in a command line on the guest"
+    show = guest_sh(sandbox, f"systemctl show -p ExecStart -p Environment {unit.unit_name}")
+    assert "ExecStart=" in show
+    assert key not in show, "the API key is in the unit's ExecStart or Environment"
+    # Not in the unit's journal (every boot), nor anywhere in this boot's journal.
+    journal = guest_sh(sandbox, f"journalctl --no-pager -u {unit.unit_name}")
+    assert journal, "the unit has no journal"
+    assert key not in journal, f"the API key is in the journal of {unit.unit_name}"
+    assert key not in guest_sh(sandbox, "journalctl --no-pager -b"), "the key is in the journal"
+    # Not in any benchmark result on the control machine (JSON, history, plots).
+    results = REPO / "benchmarks" / "results"
+    leaked = [
+        str(path.relative_to(REPO))
+        for path in sorted(results.rglob("*"))
+        if path.is_file() and key.encode() in path.read_bytes()
+    ]
+    assert not leaked, f"the API key is in {leaked}"

@@ -18,7 +18,7 @@ from llmhost.config.guest import GuestConfig
 from llmhost.readiness import probe_once
 from llmhost.render import unit_paths, vllm_command
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import SERVE, pyinfra, serve_default
+from tests.helpers import SERVE, api_headers, pyinfra, serve_default
 from tests.helpers import guest_sh as sh
 
 CLEANUP = ("inventory/sandbox.py", "deploys/cleanup.py")
@@ -58,7 +58,9 @@ def test_sigkilled_server_leaves_orphans_that_cleanup_kills(
         ),
     )
     deadline = time.monotonic() + 420
-    while not probe_once(base, str(cfg.profile.served_name)).ready:
+    served_name = str(cfg.profile.served_name)
+    # The hand-started vLLM reads the unit's env file too, VLLM_API_KEY included.
+    while not probe_once(base, served_name, headers=api_headers()).ready:
         started = sh(sandbox, f"pgrep -u {cfg.service_user} -c -f vllm-entry", check=False)
         log = sh(sandbox, f"grep -E 'Error|error' {DRILL_LOG} | tail -5", check=False)
         assert started not in ("", "0") and time.monotonic() < deadline, log
@@ -78,4 +80,4 @@ def test_sigkilled_server_leaves_orphans_that_cleanup_kills(
 
     run = pyinfra(*SERVE)
     assert run.rc == 0, run.tail()
-    assert probe_once(base, str(cfg.profile.served_name)).ready
+    assert probe_once(base, served_name, headers=api_headers()).ready

@@ -129,6 +129,36 @@ BAD_INPUTS = [
     ("relative models dir", SANDBOX, {"models_dir": "models"}, ["models_dir", "absolute path"]),
     ("bad bind address", SANDBOX, {"bind_address": "0.0.0.0.0"}, ["bind_address"]),
     (
+        "vLLM as root",
+        SANDBOX,
+        {"service_user": "root"},
+        ["service_user: 'root' is a system account", "unprivileged"],
+    ),
+    (
+        "bind address a host name",
+        SANDBOX,
+        {"bind_address": "localhost"},
+        ["bind_address: 'localhost' is not an IP address", "0.0.0.0 (all interfaces)"],
+    ),
+    (
+        "a secret written into group_data",
+        SANDBOX,
+        {"secrets": {"api_key": "sk-literal-secret-1234"}},
+        ["secrets.api_key", "never the secret itself"],
+    ),
+    (
+        "a secret source with both env and file",
+        SANDBOX,
+        {"secrets": {"api_key": {"env": "KEY", "file": "/k"}}},
+        ["secrets.api_key", "exactly one of 'env'"],
+    ),
+    (
+        "a secret env name that is not a variable name",
+        SANDBOX,
+        {"secrets": {"hf_token": {"env": "my token"}}},
+        ["secrets.hf_token.env"],
+    ),
+    (
         "package index not a url",
         SANDBOX,
         {"package_sources": {"index_url": "pypi"}},
@@ -158,3 +188,9 @@ def test_speculative_override_replaces_the_profile_draft() -> None:
     )
     assert cfg.profile.speculative is not None
     assert cfg.profile.speculative.method == "ngram"
+
+
+def test_a_refused_secret_is_never_echoed() -> None:
+    with pytest.raises(ConfigError) as err:
+        load(SANDBOX, secrets={"api_key": "sk-literal-secret-1234"})
+    assert "sk-literal-secret-1234" not in str(err.value)

@@ -20,7 +20,10 @@ def test_the_main_unit_is_started_again_after_the_measurement(guest: list[str]) 
     waited: list[str] = []
     with verify.UnitSwap("main.service", "ab.service", waited.append):
         pass
-    assert guest[-1] == "systemctl stop ab.service; systemctl start main.service"
+    # In its own session on the guest: it completes even when a Ctrl-C ends the run.
+    assert guest[-1] == (
+        "setsid -w sh -c 'systemctl stop ab.service; systemctl start main.service' </dev/null"
+    )
     assert waited == ["ab.service", "main.service"]
 
 
@@ -36,4 +39,7 @@ def test_a_reference_unit_that_never_gets_ready_still_gives_the_main_unit_back(
         verify.UnitSwap("main.service", "ab.service", wait),
     ):
         pytest.fail("the measurement must not run")
-    assert guest[-1] == "systemctl stop ab.service; systemctl start main.service"
+    # In its own session on the guest: it completes even when a Ctrl-C ends the run.
+    assert guest[-1] == (
+        "setsid -w sh -c 'systemctl stop ab.service; systemctl start main.service' </dev/null"
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from pydantic import SecretStr
 from pyinfra.api import OperationError
 
 from llmhost.bench.result import RequestOutcome, RunConfig, summarize
@@ -28,6 +29,7 @@ class Guest:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, sweeps: list[list[object]]) -> None:
         self.said: list[str] = []
+        self.waits: list[dict] = []  # wait_ready's keyword arguments, per wait
         self.sweeps = sweeps
         self.swept = 0
         self.counters = iter([SpecCounters(10, 30, 15), SpecCounters(20, 60, 45)])
@@ -38,16 +40,20 @@ class Guest:
         monkeypatch.setattr(verify, "fetch_spec_counters", lambda url: next(self.counters))
         monkeypatch.setattr(verify, "run_sweep", self.sweep)
         ready = SimpleNamespace(ready=True)
-        monkeypatch.setattr(verify, "wait_ready", lambda *a, **k: ready)
+        monkeypatch.setattr(verify, "wait_ready", lambda *a, **k: (self.waits.append(k), ready)[1])
 
     def sweep(self, run: verify.BenchRun) -> list[object]:
         self.swept += 1
         return self.sweeps.pop(0)
 
 
-def bench_run(results_dir: str = "benchmarks/results") -> verify.BenchRun:
+def bench_run(
+    results_dir: str = "benchmarks/results", api_key: SecretStr | None = None
+) -> verify.BenchRun:
     labels = {"host": "10.99.0.12", "model_profile": "tiny"}
-    return verify.BenchRun("http://g:8000", "tiny", "tiny", BENCH, labels, results_dir)
+    return verify.BenchRun(
+        "http://g:8000", "tiny", "tiny", BENCH, labels, results_dir, api_key=api_key
+    )
 
 
 def steps(run: verify.BenchRun, gate: bool, mode: str, restarted: bool) -> verify.BenchOutcome:
@@ -100,3 +106,17 @@ def test_on_change_skips_the_ab_when_the_unit_did_not_restart(
         s for s in guest.said if s.startswith("benchmark results: ")
     )
     assert guest.said[-1] == "tiny holds its baseline"
+
+
+def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    key = "sk-ab-wait-key-0123456789"
+    guest = Guest(
+        monkeypatch, [[level(1, 100.0), level(8, 300.0)], [level(1, 90.0), level(8, 290.0)]]
+    )
+    steps(bench_run(str(tmp_path), SecretStr(key)), gate=True, mode="always", restarted=False)
+    assert [w["headers"] for w in guest.waits] == [{"Authorization": f"Bearer {key}"}] * 2
+    saved = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert saved and not [p for p in saved if key.encode() in p.read_bytes()]
+    assert key not in "\n".join(guest.said)

@@ -17,7 +17,7 @@ from llmhost.inventory import get_host
 
 @pytest.fixture(scope="module")
 def cfg(host) -> ProxmoxHostConfig:  # noqa: ANN001 - testinfra's host fixture
-    inventory = os.environ.get("LLMHOST_HOST_INVENTORY", "inventory/standin.py")
+    inventory = os.environ.get("LLMHOST_HOST_INVENTORY", "inventory/sandbox.py")
     return load_proxmox_host(get_host(inventory, host.backend.get_hostname()))
 
 

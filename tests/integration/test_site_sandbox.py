@@ -1,0 +1,152 @@
+"""The sandbox as a site (inventory/sandbox.py: the stand-in under proxmox_hosts, the guest
+under its guest group): each deploy acts on its own role, deploys/site.py rebuilds a
+hard-stopped site in one command, bad data and a taken port are refused before anything
+changes, and Ctrl-C during a readiness wait ends the run at once and non-zero."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from llmhost.config.guest import GuestConfig
+from llmhost.testbed import sandbox as sandbox_ctl
+from llmhost.testbed import standin
+from llmhost.testbed.sandbox import SandboxState
+from tests.helpers import (
+    PYINFRA,
+    SITE,
+    changed_ops,
+    guest_sh,
+    interrupt_when,
+    pyinfra,
+    serve_default,
+)
+
+HOST = ("inventory/sandbox.py", "deploys/host.py")
+SERVE = ("inventory/sandbox.py", "deploys/serve.py")
+UNIT = "llmhost-tiny-llama.service"
+ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"
+
+
+def test_each_deploy_leaves_the_hosts_of_other_roles_alone(site: GuestConfig) -> None:
+    host = pyinfra(*HOST)
+    assert host.rc == 0, host.tail()
+    assert f"[{site.host_name}] host.py: not a Proxmox host (sandbox), left alone" in host.output
+    serve = pyinfra(*SERVE)
+    assert serve.rc == 0, serve.tail()
+    assert f"[{standin.IP}] serve.py: not a serving guest (proxmox_hosts), left alone" in (
+        serve.output
+    )
+    assert "READY tiny-llama" in serve.output and not changed_ops(serve.output)
+
+
+def hard_stop_and_start(names: list[str]) -> None:
+    for name in names:
+        subprocess.run(["lxc-stop", "-n", name, "-k"], check=True, timeout=120)
+    for name in names:
+        subprocess.run(["lxc-start", "-n", name, "-d"], check=True, timeout=120)
+    key = sandbox_ctl.STATE_DIR / "id_ed25519"
+    for name, ip in [(sandbox_ctl.CONTAINER, sandbox_ctl.GUEST_IP), (standin.NAME, standin.IP)]:
+        sandbox_ctl.wait_booted(name=name)
+        sandbox_ctl.wait_ssh(key, ip=ip)
+
+
+def test_a_hard_stopped_site_rebuilds_with_one_command(site: GuestConfig) -> None:
+    hard_stop_and_start([standin.NAME, sandbox_ctl.CONTAINER])
+    run = pyinfra(*SITE)
+    assert run.rc == 0, run.tail()
+    out = run.output
+    # Proxmox hosts first, then the guests: pyinfra runs site.py's operations in its order.
+    first_guest_op = out.index("Starting operation: llmhost guest base")
+    barrier = out.index("Starting operation: Proxmox hosts done: serving guests next")
+    assert out.index("Starting operation: Proxmox host:") < barrier < first_guest_op
+    assert "GPU passthrough block of LXC guest 201" in out[:first_guest_op]
+    assert "READY tiny-llama at http://" in out and "correctness OK for tiny-llama" in out
+    again = pyinfra(*SITE)
+    assert again.rc == 0, again.tail()
+    assert not changed_ops(again.output, errors_too=True)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("service_user=root", "service_user: 'root' is a system account"),
+        ("bind_address=10.99.0.300", "bind_address: '10.99.0.300' is not an IP address"),
+        (
+            'secrets={"api_key": {"env": "LLMHOST_NO_SUCH_KEY"}}',
+            "secrets.api_key: environment variable LLMHOST_NO_SUCH_KEY is not set",
+        ),
+        ('secrets={"api_key": "sk-literal-secret-1234"}', "secrets.api_key"),
+    ],
+)
+def test_bad_data_for_the_new_fields_is_refused_before_any_operation(
+    site: GuestConfig, sandbox: SandboxState, data: str, message: str
+) -> None:
+    before = guest_sh(sandbox, f"sha256sum {ENV_FILE} /etc/systemd/system/{UNIT}")
+    run = pyinfra(*SITE, "--data", data)
+    assert run.rc != 0
+    assert f"invalid group_data for host '{site.host_name}'" in run.output, run.tail()
+    assert message in run.output, run.tail()
+    assert "Starting operation" not in run.output
+    assert "sk-literal-secret-1234" not in run.output  # not even the refused literal
+    assert guest_sh(sandbox, f"sha256sum {ENV_FILE} /etc/systemd/system/{UNIT}") == before
+
+
+def test_a_port_held_by_another_server_stops_the_run_and_names_it(
+    site: GuestConfig, sandbox: SandboxState
+) -> None:
+    guest_sh(
+        sandbox,
+        "systemd-run --unit=foreign-vllm --collect python3 -m http.server 8011 --bind 0.0.0.0",
+    )
+    try:
+        time.sleep(1.5)
+        before = guest_sh(sandbox, "ls /etc/systemd/system/")
+        run = pyinfra(*SERVE, "--data", "port=8011")
+        assert run.rc != 0
+        assert "port 8011 (for tiny-llama) is already held by pid " in run.output, run.tail()
+        assert "python3 -m http.server 8011" in run.output
+        assert "unit foreign-vllm.service" in run.output
+        assert "Starting operation" not in run.output
+        assert guest_sh(sandbox, "ls /etc/systemd/system/") == before
+        assert guest_sh(sandbox, f"systemctl is-active {UNIT}") == "active"
+    finally:
+        guest_sh(sandbox, "systemctl stop foreign-vllm.service", check=False)
+
+
+def test_ctrl_c_during_a_readiness_wait_exits_at_once_and_the_next_run_converges(
+    site: GuestConfig, sandbox: SandboxState
+) -> None:
+    # A newer env file than the running server: the deploy restarts it and waits for it.
+    guest_sh(sandbox, f"touch {ENV_FILE}")
+    rc, output, took = interrupt_when([PYINFRA, "-y", *SERVE], "waiting for http://")
+    assert rc != 0, output[-3000:]
+    assert took <= 2.0, f"Ctrl-C took {took:.1f}s to end the run"
+    assert f"interrupted by Ctrl-C during readiness of {UNIT}" in output, output[-3000:]
+    leftovers = guest_sh(sandbox, "ls /etc/llmhost /etc/systemd/system | grep llmhost-new || true")
+    assert leftovers == ""
+    run = pyinfra(*SERVE)
+    assert run.rc == 0, run.tail()
+    assert "READY tiny-llama" in run.output
+    again = pyinfra(*SERVE)
+    assert again.rc == 0 and not changed_ops(again.output, errors_too=True), again.tail()
+
+
+def test_a_unit_that_never_gets_ready_after_its_first_start_is_stopped_and_disabled(
+    site: GuestConfig, sandbox: SandboxState
+) -> None:
+    unit = "llmhost-tiny-llama-badflag.service"
+    try:
+        run = pyinfra(*SERVE, "--data", "served_model=tiny-llama-badflag")
+        assert run.rc != 0
+        assert f"{unit} was started by this run and never got ready: stopped and disabled" in (
+            run.output
+        ), run.tail()
+        assert "--- last journal lines of" in run.output
+        assert "no-such-llmhost-drill-flag" in run.output  # vLLM's refusal, from the journal
+        assert guest_sh(sandbox, f"systemctl is-enabled {unit}", check=False) == "disabled"
+        assert guest_sh(sandbox, f"systemctl is-active {unit}", check=False) != "active"
+    finally:
+        serve_default(sandbox)

@@ -1,0 +1,189 @@
+"""The API key in pyinfra: the proofs get it as a SecretStr and pyinfra never shows it.
+
+The operations run here through pyinfra's own API on @local (they yield no command; their
+requests go to a stand-in server), auto-named so that pyinfra attaches and prints their
+arguments, with pyinfra's logger at DEBUG (what -vvv shows).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import io
+import json
+import logging
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.connect import connect_all
+from pyinfra.api.operation import add_op
+from pyinfra.api.operations import run_ops
+
+from llmhost.catalog import BenchProfile, CorrectnessProfile, GoldenAnswer
+from llmhost.operations.serving import ready
+from llmhost.operations.verify import (
+    BenchOutcome,
+    BenchRun,
+    bench_results,
+    correct,
+    throughput_gate,
+)
+from llmhost.secrets import ResolvedSecrets
+from llmhost.tasks.hooks import hooks
+from tests.helpers import REPO, FakeVLLM
+
+KEY = "sk-llmhost-secrecy-test-fedcba9876543210"
+BEARER = f"Bearer {KEY}"
+
+
+@pytest.fixture
+def pyinfra_log() -> Iterator[io.StringIO]:
+    """Everything pyinfra logs, DEBUG included."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setLevel(logging.DEBUG)
+    logger = logging.getLogger("pyinfra")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield buffer
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def local_state() -> State:
+    state = State(Inventory((["@local"], {})), Config())
+    connect_all(state)
+    return state
+
+
+def test_a_secretstr_shows_as_stars_and_still_hashes() -> None:
+    key = SecretStr(KEY)
+    assert str(key) == "**********" and KEY not in repr(key)
+    assert hash(key) == hash(SecretStr(KEY))  # pyinfra may hash arguments: it can
+    secrets = ResolvedSecrets(api_key=key)
+    assert KEY not in repr(secrets) and secrets.auth_headers() == {"Authorization": BEARER}
+
+
+def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
+    tmp_path: Path, pyinfra_log: io.StringIO, capfd: pytest.CaptureFixture[str]
+) -> None:
+    key = SecretStr(KEY)
+    bench = BenchProfile(
+        input_len=6,
+        output_len=3,
+        tolerance=0.5,
+        baselines={1: 0.001},
+        prompts_per_concurrency=1,
+        min_prompts=2,
+        warmup_requests=1,
+    )
+    correctness = CorrectnessProfile(
+        golden=(GoldenAnswer(prompt="The capital of France is", expect="Paris"),)
+    )
+    with FakeVLLM(key=KEY) as server:
+        run = BenchRun(
+            server.url,
+            "m",
+            "tiny",
+            bench,
+            {"host": "sbx", "model_profile": "tiny"},
+            str(tmp_path / "results"),
+            api_key=key,
+        )
+        outcome = BenchOutcome()
+        state = local_state()
+        # No name=: pyinfra then attaches every argument to the operation's printed name.
+        add_op(
+            state,
+            ready,
+            unit="llmhost-m.service",
+            base_url=server.url,
+            served_name="m",
+            timeout_s=30,
+            api_key=key,
+        )
+        add_op(
+            state,
+            correct,
+            base_url=server.url,
+            served_name="m",
+            model="tiny",
+            correctness=correctness,
+            model_dir="/nowhere",
+            python="python3",
+            refcheck="/nowhere/refcheck.py",
+            api_key=key,
+        )
+        add_op(state, throughput_gate, run=run, gate=True, outcome=outcome)
+        add_op(state, bench_results, run=run, outcome=outcome)
+        run_ops(state)
+    # Every /v1 request carried the key; all four proofs passed.
+    v1 = [auth for _, path, auth in server.seen if path.startswith("/v1")]
+    assert v1 and set(v1) == {BEARER}
+    assert not state.failed_hosts
+    log = pyinfra_log.getvalue()
+    assert "READY m at" in log and "correctness OK for tiny" in log
+    assert "api_key=**********" in log  # the argument was printed, as stars
+    # Not in pyinfra's log, the operations' printed arguments, stdout/stderr, the results.
+    args = [arg for meta in state.op_meta.values() for arg in meta.args]
+    assert "api_key=**********" in args
+    assert not [a for a in args if KEY in a]
+    out, err = capfd.readouterr()
+    assert KEY not in log + out + err
+    saved = [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
+    assert saved and not [p for p in saved if KEY.encode() in p.read_bytes()]
+    record = json.loads(next(p for p in saved if p.name.endswith("-gate.json")).read_text())
+    assert record["results"][0]["completed"] == 2
+
+
+def test_hooks_takes_the_resolved_secrets_second() -> None:
+    params = inspect.signature(getattr(hooks, "_inner", hooks)).parameters
+    assert list(params) == ["cfg", "secrets", "restarts"]
+    assert params["secrets"].annotation in (ResolvedSecrets, "ResolvedSecrets")
+    assert params["restarts"].default is None
+
+
+def load_bench_fidelity():  # noqa: ANN201 - a script, loaded by path
+    path = REPO / "benchmarks" / "bench_fidelity.py"
+    spec = importlib.util.spec_from_file_location("bench_fidelity", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_vllm_bench_serve_gets_the_key_from_the_guests_env_file_not_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fidelity = load_bench_fidelity()
+    env_file = tmp_path / "llmhost-tiny-llama.env"
+    env_file.write_text(f"VLLM_CPU_KVCACHE_SPACE=1\nVLLM_API_KEY={KEY}\n")
+    monkeypatch.setattr(fidelity, "ENV_FILE", str(env_file))
+    sent: list[list[str]] = []
+    real_run = subprocess.run
+
+    def fake_ssh(argv, **kwargs):  # noqa: ANN001, ANN202 - subprocess.run's signature
+        sent.append(list(argv))
+        stdout = json.dumps({"completed": fidelity.PROMPTS, "output_throughput": 123.0})
+        return subprocess.CompletedProcess(argv, 0, stdout, "")
+
+    monkeypatch.setattr(fidelity.subprocess, "run", fake_ssh)
+    assert fidelity.vllm_bench(["ssh", "guest"], 8000, 0) == 123.0
+    [argv] = sent
+    command = argv[-1]
+    assert not any(KEY in arg for arg in argv)
+    assert '"$VLLM_API_KEY"' in command and "OPENAI_API_KEY=" in command
+    # What the guest's shell does with it: vllm gets $OPENAI_API_KEY in its environment.
+    prefix = command.split(" HF_HUB_OFFLINE=1 ")[0]
+    shown = real_run(
+        ["sh", "-c", f"{prefix} sh -c 'printf %s \"$OPENAI_API_KEY\"'"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout == KEY
