@@ -28,5 +28,5 @@ def test_ctrl_c_during_a_wait_exits_130_within_2_seconds_after_cleanup() -> None
 def test_the_wait_child_process_is_stopped() -> None:
     start_and_interrupt()
     time.sleep(0.3)
-    left = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", "^sleep 60.4242$"], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"the wait's child outlived the run: {left.stdout}"
