@@ -100,11 +100,16 @@ class BenchOverride(Strict):
 class VerifySettings(Strict):
     """Which post-deploy proofs run. The defaults are what a deploy should prove.
 
-    draft_ab restarts the serving unit twice (without, then with the draft): "on-change"
-    runs it when this deploy restarted the unit, which is when the verdict can change;
-    a 1T model takes ~30 minutes per load, so "always" is a deliberate choice.
+    Readiness and correctness run on every converge. The load proofs (throughput gate, and
+    the draft A/B for a draft profile) run per `mode`: "auto" when the unit (re)started in
+    this run, when no passing gate is recorded, or when the last one is older than
+    `max_age_s`; "full" always (`--data verify=full`); "basic" never. draft_ab restarts the
+    serving unit twice: "on-change" follows the gate's cadence; a 1T model takes ~30 minutes
+    per load, so "always" is a deliberate choice.
     """
 
+    mode: Literal["auto", "full", "basic"] = "auto"
+    max_age_s: int = Field(default=7 * 86400, ge=0)
     correctness: bool = True
     throughput_gate: bool = True
     draft_ab: Literal["on-change", "always", "never"] = "on-change"
@@ -201,6 +206,12 @@ class GuestConfig(Strict):
         if profile is None or profile.draft_only:
             raise ValueError(f"unknown model {value!r}; allowed: {', '.join(servable_models())}")
         return value
+
+    @field_validator("verify", mode="before")
+    @classmethod
+    def _verify_shorthand(cls, value: object) -> object:
+        # `--data verify=full` (or basic/auto) is the common case: a mode alone.
+        return {"mode": value} if isinstance(value, str) else value
 
     @field_validator("bind_address")
     @classmethod

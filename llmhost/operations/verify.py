@@ -19,9 +19,11 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 from pydantic import SecretStr
@@ -31,6 +33,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.context import state
 
 from llmhost.bench import gates
+from llmhost.bench.cadence import LoadProofs, draft_ab_runs, load_proofs
 from llmhost.bench.gates import ABLine, GateLine
 from llmhost.bench.history import save_run
 from llmhost.bench.result import LevelResult
@@ -135,6 +138,23 @@ class BenchOutcome:
     results: list[LevelResult] = field(default_factory=list)
     verdicts: dict[str, object] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    load: LoadProofs | None = None  # the cadence decision; None: the steps always run
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """What decides whether the load proofs run (bench/cadence.py), read when executing."""
+
+    mode: str  # verify.mode
+    max_age_s: int
+    last_pass: float | None  # the guest's record of the last passing gate, read at prepare
+    record: str  # where that record lives on the guest
+    unit_ops: Any = None  # this run's restart/start operations of the unit (UnitOps)
+
+    def decide(self) -> LoadProofs:
+        started = self.unit_ops is not None and self.unit_ops.started()
+        now = time.time()
+        return load_proofs(self.mode, started, self.last_pass, self.max_age_s, now)  # type: ignore[arg-type]
 
 
 def sweep_env(api_key: SecretStr | None) -> dict[str, str]:
@@ -244,7 +264,9 @@ def record_acceptance(run: BenchRun, acc: Acceptance, outcome: BenchOutcome) -> 
 
 
 @operation()
-def throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome):
+def throughput_gate(
+    run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: Cadence | None = None
+):
     """
     Benchmark at the profile's lengths and concurrencies; gate on its baselines.
 
@@ -254,9 +276,17 @@ def throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome):
     + run: the server, model, benchmark profile, labels and results directory
     + gate: fail below baseline x (1 - tolerance); False prints the lines, gates nothing
     + outcome: receives the sweep, the gate and spec-decode verdicts, the failures
+    + cadence: whether to load-test now (a converge that changed nothing does not)
     """
     if not state.is_executing:
         return
+    if cadence is not None:
+        outcome.load = cadence.decide()
+        if not outcome.load.run:
+            say(f"throughput gate of {run.model} skipped: {outcome.load.why}")
+            host.noop(f"no load test of {run.model}: {outcome.load.why}")
+            return
+        say(f"throughput gate of {run.model}: {outcome.load.why}")
     bench = run.bench
     before = fetch_spec_counters(run.base_url)
     say(
@@ -303,10 +333,16 @@ def draft_ab(
     """
     if not state.is_executing:
         return
-    if not ab_wanted(mode, unit_restarted):
+    wanted = (
+        draft_ab_runs(mode, outcome.load)
+        if outcome.load is not None
+        else ab_wanted(mode, unit_restarted)
+    )
+    if not wanted:
         say(
-            f"draft A/B for {run.model} skipped: the unit did not change in this run "
-            "(verify.draft_ab = 'always' runs it every time)"
+            f"draft A/B for {run.model} skipped: "
+            + (outcome.load.why if outcome.load else "the unit did not change in this run")
+            + " (verify.draft_ab = 'always' runs it every time)"
         )
         return
 
@@ -329,22 +365,30 @@ def draft_ab(
             f"the draft of {run.model} does not pay:\n  "
             + "\n  ".join(a.text() for a in ab_lines if not a.ok)
         )
-    yield from ()
+    # The A/B stopped and started units: it is a change, and the serving unit must be back.
+    yield f"systemctl is-active --quiet {shlex.quote(unit)}"
 
 
 @operation()
-def bench_results(run: BenchRun, outcome: BenchOutcome):
+def bench_results(run: BenchRun, outcome: BenchOutcome, record: str | None = None):
     """
-    Save the sweep with every verdict, then fail the deploy on what failed.
+    Save the sweep with every verdict, then fail the deploy on what failed; on a pass, record
+    its time on the guest (the cadence reads it: no load test again until max_age).
 
     + run: the server, model, benchmark profile, labels and results directory
     + outcome: what `throughput_gate` (and `draft_ab`) found
+    + record: where the guest keeps the time of the last passing gate
     """
     if not state.is_executing:
+        return
+    if outcome.load is not None and not outcome.load.run:
+        host.noop(f"no benchmark of {run.model} in this run")
         return
     path = run.save("gate", outcome.results, outcome.verdicts)
     say(f"benchmark results: {shown(path)}")
     if outcome.failures:
         raise OperationError("\n".join(outcome.failures))
-    host.noop(f"{run.model} holds its baseline")
-    yield from ()
+    if record is None:
+        host.noop(f"{run.model} holds its baseline")
+        return
+    yield f"printf '%s\\n' {int(time.time())} > {shlex.quote(record)}"

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.operation import OperationMeta
 
+from llmhost.bench.cadence import parse_last_pass
 from llmhost.config.guest import GuestConfig
+from llmhost.facts.files import FileText
+from llmhost.operations.log import say
 from llmhost.operations.serving import ready
 from llmhost.operations.verify import (
     BenchOutcome,
     BenchRun,
+    Cadence,
     bench_results,
     correct,
     draft_ab,
@@ -83,19 +86,36 @@ def hooks(
                 results_dir=cfg.verify.results_dir,
                 api_key=api_key,
             )
-            ops = restarts.get(model)
-            prove_throughput(cfg, run, ops.restart if ops else None)
+            prove_throughput(cfg, run, restarts.get(model))
 
 
-def prove_throughput(cfg: GuestConfig, run: BenchRun, unit_restarted: OperationMeta | None) -> None:
+def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
+    """The gate's cadence inputs; the plan is printed now, so --dry shows it too."""
+    record = f"{cfg.root_dir}/state/{unit_name(model).removesuffix('.service')}.last-gate"
+    last_pass = parse_last_pass(host.get_fact(FileText, path=record))
+    cadence = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record, ops)
+    idle = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record).decide()
+    verdict = ("run: " if idle.run else "skipped: ") + idle.why
+    when = (
+        verdict
+        if cfg.verify.mode != "auto"
+        else (f"run if this run restarts the unit; otherwise {verdict}")
+    )
+    say(f"proofs of {model}: readiness, correctness; throughput gate and draft A/B {when}")
+    return cadence
+
+
+def prove_throughput(cfg: GuestConfig, run: BenchRun, ops: UnitOps | None) -> None:
     """The gate's sweep, the A/B against that same sweep for a draft, then save and judge."""
     model = run.model
     outcome = BenchOutcome()
+    cadence = cadence_for(cfg, model, ops)
     throughput_gate(
         name=f"throughput of {model}",
         run=run,
         gate=cfg.verify.throughput_gate,
         outcome=outcome,
+        cadence=cadence,
     )
     if has_ab_unit(cfg, model):
         profile = cfg.profile_for(model)
@@ -108,6 +128,8 @@ def prove_throughput(cfg: GuestConfig, run: BenchRun, unit_restarted: OperationM
             mode=cfg.verify.draft_ab,
             tolerance=profile.speculative.ab_tolerance if profile.speculative else 0.0,
             load_timeout_s=profile.load_timeout_s,
-            unit_restarted=unit_restarted,
+            unit_restarted=ops.restart if ops else None,
         )
-    bench_results(name=f"benchmark results of {model}", run=run, outcome=outcome)
+    bench_results(
+        name=f"benchmark results of {model}", run=run, outcome=outcome, record=cadence.record
+    )

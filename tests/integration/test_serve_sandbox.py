@@ -30,7 +30,7 @@ from tests.helpers import (
 
 
 def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -> None:
-    run = pyinfra(*SERVE)
+    run = pyinfra(*SERVE, "--data", "verify=full")  # the gate on demand, changed or not
     assert run.rc == 0, run.tail()
     assert "READY tiny-llama at http://" in run.output, run.tail()
     # The hooks, in order: it serves, it answers right, it holds its baseline.
@@ -96,7 +96,9 @@ def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxS
 
 @pytest.mark.usefixtures("served")
 def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: SandboxState) -> None:
-    run = pyinfra(*SERVE, "--data", 'verify={"bench": {"baselines": {"1": 1000000}}}')
+    run = pyinfra(
+        *SERVE, "--data", 'verify={"mode": "full", "bench": {"baselines": {"1": 1000000}}}'
+    )
     assert run.rc != 0, run.tail()
     assert "throughput below baseline for tiny-llama" in run.output, run.tail()
     assert re.search(
