@@ -43,11 +43,13 @@ def reports_dir() -> Path:
     return Path.cwd() / "reports" / STAMP
 
 
-def common_sections(venv: str | None) -> list[sec.Section]:
+def common_sections(venv: str | None, cuda_home: str | None = None) -> list[sec.Section]:
+    """Hardware and software, for every kind of host (a guest adds its venv and CUDA)."""
     gpu_csv = host.get_fact(rf.GpuInventory)
     gpus = sec.parse_gpu_inventory(gpu_csv)
     driver = host.get_fact(HostDriverVersion) or (gpus[0]["driver"] if gpus else None)
     versions = host.get_fact(rf.VenvVersions, python=f"{venv}/bin/python") if venv else {}
+    nvcc = host.get_fact(rf.NvccVersion, cuda_home=cuda_home) if cuda_home else ""
     return [
         sec.hardware(
             gpu_csv,
@@ -55,7 +57,7 @@ def common_sections(venv: str | None) -> list[sec.Section]:
             host.get_fact(rf.Lscpu),
             host.get_fact(rf.MemInfo),
         ),
-        sec.software(host.get_fact(rf.KernelRelease), driver, "", venv, versions),
+        sec.software(host.get_fact(rf.KernelRelease), driver, nvcc, venv, versions),
     ]
 
 
@@ -98,18 +100,8 @@ def guest_sections(cfg: GuestConfig) -> list[sec.Section]:
         secrets = resolve_secrets(cfg)
     except ConfigError:
         secrets = None  # not on this control machine: the secrets' drift is not checked
-    sections = common_sections(cfg.venv_dir)
-    if cfg.cuda is not None:
-        nvcc = host.get_fact(
-            rf.NvccVersion, cuda_home=f"/usr/local/cuda-{cfg.cuda.toolkit_version}"
-        )
-        sections[1] = sec.software(
-            host.get_fact(rf.KernelRelease),
-            host.get_fact(HostDriverVersion),
-            nvcc,
-            cfg.venv_dir,
-            host.get_fact(rf.VenvVersions, python=f"{cfg.venv_dir}/bin/python"),
-        )
+    cuda_home = f"/usr/local/cuda-{cfg.cuda.toolkit_version}" if cfg.cuda else None
+    sections = common_sections(cfg.venv_dir, cuda_home)
     sections.append(
         sec.kernel_tuning(
             managed=False,
