@@ -84,6 +84,7 @@ test-vm: sandbox-up
 bench: sandbox-up
 	$(PY) benchmarks/converge.py
 	$(PY) benchmarks/bench_fidelity.py
+	$(PY) benchmarks/switch_downtime.py
 
 test-unit: deps
 	$(PY) -m pytest -q tests/unit

@@ -84,11 +84,14 @@ def greedy(
     )
 
 
-def reference_request(model_dir: str, completions: list[Completion]) -> str:
-    """stdin for refcheck.py on the guest."""
+def reference_request(
+    model_dir: str, completions: list[Completion], cache_dir: str | None = None
+) -> str:
+    """stdin for refcheck.py on the guest; with `cache_dir`, verdicts it has seen are reused."""
     return json.dumps(
         {
             "model_dir": model_dir,
+            "cache_dir": cache_dir,
             "tolerance": REFERENCE_TOLERANCE,
             "cases": [
                 {"prompt_ids": c.prompt_ids, "output_ids": c.output_ids} for c in completions

@@ -15,16 +15,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import gevent
+from pyinfra.api.exceptions import OperationError
 
 EXIT_CODE = 130  # the shell's code for a process ended by SIGINT
 CLEANUP_S = 1.5
 
 _waits: dict[gevent.Greenlet, str] = {}
 _fired: list[bool] = []
+_state_lines: list[Callable[[], str | None]] = []
 
 
 class Interrupted(Exception):  # noqa: N818 - reads as what happened
@@ -36,7 +38,24 @@ def install() -> None:
     if signal.getsignal(signal.SIGINT) is not _on_sigint:
         signal.signal(signal.SIGINT, _on_sigint)
         hub = gevent.get_hub()  # the one line above says it all: no greenlet traceback
-        hub.NOT_ERROR = (*hub.NOT_ERROR, Interrupted)
+        # A failed proof's message is the whole story (pyinfra prints it at the end); a
+        # traceback from the greenlet that ran it only buries it.
+        hub.NOT_ERROR = (*hub.NOT_ERROR, Interrupted, OperationError)
+
+
+def describe_state_with(line: Callable[[], str | None]) -> None:
+    """On Ctrl-C, also print `line()` (when not None): e.g. where a switch in flight stands."""
+    _state_lines.append(line)
+
+
+def _say_state() -> None:
+    for line in _state_lines:
+        try:
+            text = line()
+        except Exception:  # noqa: BLE001 - a broken describer must not block the exit
+            text = None
+        if text:
+            _say(text)
 
 
 @contextmanager
@@ -63,9 +82,11 @@ def _on_sigint(signum: int, frame: object) -> None:
     waits = dict(_waits)
     if not waits:
         _say("interrupted by Ctrl-C between operations: exiting (the next run converges)")
+        _say_state()
         os._exit(EXIT_CODE)
     what = "; ".join(sorted(set(waits.values())))
     _say(f"interrupted by Ctrl-C during {what}: cleaning up and exiting")
+    _say_state()
     for greenlet, wait in waits.items():
         gevent.kill(greenlet, Interrupted(f"interrupted by Ctrl-C during {wait}"))
     gevent.spawn(_exit_after, list(waits))

@@ -129,18 +129,35 @@ def sandbox_guest(sandbox: SandboxState) -> GuestConfig:
 
 def llmhost_units(sandbox: SandboxState) -> list[str]:
     """The llmhost unit files installed on the guest, sorted."""
-    return sorted(guest_sh(sandbox, "ls /etc/systemd/system/ | grep ^llmhost- || true").split())
+    return sorted(
+        guest_sh(
+            sandbox, "ls /etc/systemd/system/ | grep -E '^llmhost-.+[.]service$' || true"
+        ).split()
+    )
 
 
 def default_not_served(sandbox: SandboxState) -> str | None:
-    """None when the guest serves its default data (tiny-llama) from its units and has no
-    other llmhost unit; else what is off. A draft variant of tiny-llama serves under the same
-    name, so the units are checked as well as /v1/models."""
+    """None when the guest serves its default data (tiny-llama) from its units and no other
+    llmhost unit runs or is enabled (a previous model's unit stays on disk, disabled, after a
+    switch); else what is off. A draft variant of tiny-llama serves under the same name, so
+    the units are checked as well as /v1/models."""
     cfg = sandbox_guest(sandbox)
     wanted = sorted(unit_name(model) for model, _ in cfg.units_and_ports())
     units = llmhost_units(sandbox)
-    if units != wanted:
+    if not set(wanted) <= set(units):
         return f"llmhost units on the guest are {units or 'none'}, not {wanted}"
+    others = [u for u in units if u not in wanted and not u.endswith(".d")]
+    if others:
+        states = (
+            guest_sh(
+                sandbox, "systemctl is-active " + " ".join(others) + "; true", check=False
+            ).split()
+            + guest_sh(
+                sandbox, "systemctl is-enabled " + " ".join(others) + "; true", check=False
+            ).split()
+        )
+        if "active" in states or "activating" in states or "enabled" in states:
+            return f"another llmhost unit runs or is enabled: {others} ({states})"
     for model, port in cfg.units_and_ports():
         state = guest_sh(sandbox, f"systemctl is-active {unit_name(model)}", check=False)
         if state != "active":

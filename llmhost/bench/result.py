@@ -39,6 +39,7 @@ class RunConfig:
     vllm_version: str = ""
     llmhost_git_sha: str = ""
     date: str = ""
+    measured_by: str = ""  # vllm bench serve on the guest, or llmhost's client end to end
 
 
 @dataclass

@@ -113,6 +113,11 @@ class VerifySettings(Strict):
     correctness: bool = True
     throughput_gate: bool = True
     draft_ab: Literal["on-change", "always", "never"] = "on-change"
+    # This run's gate sets the host's own baseline anew (after a deliberate change).
+    rebaseline: bool = False
+    # "guest": `vllm bench serve` from the served venv next to the server (what the gate
+    # uses); "control": llmhost's client from the control machine, an end-to-end figure.
+    load_generator: Literal["guest", "control"] = "guest"
     bench: BenchOverride | None = None
     # On the control machine, relative to the directory pyinfra runs in unless absolute.
     results_dir: str = "benchmarks/results"
@@ -195,6 +200,11 @@ class GuestConfig(Strict):
     root_dir: AbsPath = "/opt/llmhost"
     models_dir: AbsPath = "/srv/llmhost/models"
     cpu_threads_bind: str | None = None
+    # After a switch commits, the units (not the weights) of this many earlier models stay.
+    keep_previous: int = Field(default=1, ge=0, le=10)
+    # Delete weights that neither the served model nor a kept previous one uses (never by
+    # default: a 547 GB download is an hour, a rollback needs them).
+    prune_weights: bool = False
     cleanup_force: bool = False  # deploys/cleanup.py: also kill holders outside the scope
     verify: VerifySettings = VerifySettings()
 

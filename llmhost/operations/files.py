@@ -44,6 +44,7 @@ def atomic_file(
         return
     q = shlex.quote
     tmp = f"{dest}.llmhost-new"
+    yield f"mkdir -p {q(dest.rsplit('/', 1)[0] or '/')}"
     yield f"install -m {q(mode)} -o {q(user)} -g {q(group)} /dev/null {q(tmp)}"
     yield FileUploadCommand(StringIO(content), tmp)
     yield f"mv -f {q(tmp)} {q(dest)}"

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api import operation
+from pyinfra.context import state
 
 from llmhost.catalog import ModelProfile
 from llmhost.facts.files import FileText
+from llmhost.operations.progress import GB, run_with_progress
 
 MARKER = "llmhost-staged.json"
 
@@ -76,4 +78,14 @@ def staged(profile: ModelProfile, models_dir: str, tools: StageTools):
     if current is not None and current.strip() == stage_marker(profile):
         host.noop(f"{profile.weights_id} already staged in {out}")
         return
-    yield from stage_commands(profile, out, tools)
+    fetch, *finish = stage_commands(profile, out, tools)
+    if state.is_executing:  # the long part, with a progress line every few seconds
+        run_with_progress(
+            f"staging {profile.weights_id}",
+            fetch,
+            watch=[out, f"{out}.partial"],
+            total_bytes=profile.disk_gb * GB or None,
+        )
+    else:
+        yield fetch  # what --dry shows; run above when the run executes
+    yield from finish

@@ -14,6 +14,7 @@ from pyinfra.context import state
 from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
+from llmhost.operations.rollback import rolls_back
 from llmhost.readiness import Readiness, auth_headers, wait_ready
 
 
@@ -25,6 +26,7 @@ def ready(
     timeout_s: int,
     api_key: SecretStr | None = None,
     started_by: Any = None,
+    guard: Any = None,
 ):
     """
     Wait until the unit serves: /health, /v1/models lists ``served_name``, 1-token completion.
@@ -40,6 +42,7 @@ def ready(
     + started_by: the operations that may have (re)started the unit in this run (UnitOps):
       a unit this run started that never gets ready is stopped and disabled, not left
       restarting forever (on a first deploy there is nothing to roll back to)
+    + guard: a switch in flight (SwitchGuard): not ready rolls it back to the previous model
     """
     if not state.is_executing:
         return  # prepare phase: nothing to decide yet, the unit may not even exist
@@ -55,17 +58,21 @@ def ready(
         n = restarts() - restarts_before
         return f"{unit} crashed and was restarted {n} times while loading" if n >= 2 else None
 
-    with interruptible(f"readiness of {unit}"):
-        result = wait_ready(
-            base_url,
-            served_name,
-            timeout_s,
-            log=say,
-            crash_check=crash_check,
-            headers=auth_headers(api_key),
-        )
-    if not result.ready:
-        give_up(unit, result, started_by)
+    with rolls_back(guard):
+        with interruptible(f"readiness of {unit}"):
+            result = wait_ready(
+                base_url,
+                served_name,
+                timeout_s,
+                log=say,
+                interval_s=0.5 if guard is not None else 2.0,  # a switch measures downtime
+                crash_check=crash_check,
+                headers=auth_headers(api_key),
+            )
+        if not result.ready:
+            give_up(unit, result, started_by)
+    if guard is not None:
+        guard.answered()  # the new model's first answer: the switch's downtime ends here
     say(
         f"READY {served_name} at {base_url} after {result.waited_s:.0f}s "
         f"(models: {', '.join(result.models)}; 1-token completion: {result.completion!r})"

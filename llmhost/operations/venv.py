@@ -8,8 +8,10 @@ from posixpath import basename
 
 from pyinfra import host
 from pyinfra.api import operation
+from pyinfra.context import state
 
 from llmhost.facts.files import FileText
+from llmhost.operations.progress import run_with_progress
 
 SPEC_FILE = "llmhost-spec.json"
 
@@ -109,6 +111,10 @@ def uv_venv(
         interpreter = "/usr/bin/python3" if python == "system" else python
         yield f"{q(uv)} venv --clear --python {q(interpreter)} {q(path)}"
     yield python_check(path, lock_python)
-    yield sync_command(uv, path, lock, index_url, extra_index_urls or [], find_links or [])
+    sync = sync_command(uv, path, lock, index_url, extra_index_urls or [], find_links or [])
+    if state.is_executing:  # minutes on a first run: a progress line every few seconds
+        run_with_progress(f"syncing {basename(path)}", sync, watch=[path], every_s=15.0)
+    else:
+        yield sync  # what --dry shows; run above when the run executes
     # Written last: a failed sync leaves the old marker, so the next run syncs again.
     yield f"printf '%s\\n' {q(wanted)} > {q(marker)}"

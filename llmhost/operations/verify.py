@@ -13,6 +13,7 @@ sweep against that same sweep) and `bench_results` (save, then fail on any faile
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
 import shlex
@@ -33,15 +34,32 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.context import state
 
 from llmhost.bench import gates
+from llmhost.bench.baselines import (
+    BaselineKey,
+    baseline_update,
+    bench_settings,
+    load_host_baseline,
+    record_baseline,
+)
 from llmhost.bench.cadence import LoadProofs, draft_ab_runs, load_proofs
 from llmhost.bench.gates import ABLine, GateLine
+from llmhost.bench.guest_bench import (
+    END_TO_END,
+    MEASURED_BY,
+    GuestBench,
+    bench_command,
+    level_from_vllm,
+    parse_levels,
+)
 from llmhost.bench.history import save_run
-from llmhost.bench.result import LevelResult
+from llmhost.bench.result import LevelResult, RunConfig
 from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
+from llmhost.bench.sweep import git_sha, server_version
 from llmhost.catalog import BenchProfile, CorrectnessProfile
 from llmhost.correctness import greedy, judge, reference_request
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
+from llmhost.operations.rollback import rolls_back
 from llmhost.readiness import API_KEY_ENV, auth_headers, wait_ready
 
 
@@ -50,58 +68,76 @@ def guest_run(command: str) -> tuple[bool, str, str]:
     return ok, output.stdout, output.stderr
 
 
-@operation()
-def correct(
-    base_url: str,
-    served_name: str,
-    model: str,
-    correctness: CorrectnessProfile,
-    model_dir: str,
-    python: str,
-    refcheck: str,
-    api_key: SecretStr | None = None,
-):
-    """
-    Greedy completions of the profile's prompts, judged before any number counts.
+@dataclass(frozen=True)
+class CorrectnessCheck:
+    """What the correctness probe of one model needs; a switch's rollback runs it too."""
 
-    + base_url: http://<guest>:<port>
-    + served_name: the model name the server answers to
-    + model: the catalog profile (for messages)
-    + correctness: prompts, golden answers, reference and degenerate settings
-    + model_dir: the weights on the guest (for the transformers reference)
-    + python: the venv's python on the guest (torch + transformers)
-    + refcheck: path of refcheck.py on the guest
-    + api_key: the site's vLLM API key (a SecretStr: pyinfra shows '**********')
-    """
-    if not state.is_executing:
-        return
-    golden = {g.prompt: g.expect for g in correctness.golden}
-    prompts = list(correctness.prompts) + [g.prompt for g in correctness.golden]
-    headers = auth_headers(api_key)
-    try:
-        with interruptible(f"the correctness probe of {model}"):
-            completions = [
-                greedy(base_url, served_name, p, correctness.max_tokens, headers=headers)
-                for p in prompts
-            ]
-    except requests.RequestException as exc:
-        raise OperationError(f"correctness: a completion from {base_url} failed: {exc}") from None
-    reference = None
-    if correctness.reference == "transformers":
-        request = reference_request(model_dir, completions[: len(correctness.prompts)])
+    base_url: str  # http://<guest>:<port>
+    served_name: str  # the model name the server answers to
+    model: str  # the catalog profile (for messages)
+    correctness: CorrectnessProfile  # prompts, golden answers, reference, degenerate settings
+    model_dir: str  # the weights on the guest (for the transformers reference)
+    python: str  # the venv's python on the guest (torch + transformers)
+    refcheck: str  # path of refcheck.py on the guest
+    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+    # Where the guest keeps the reference's verdicts: a no-op converge imports no torch.
+    reference_cache: str | None = None
+
+    def run(self) -> str:
+        """Greedy completions judged; raises OperationError on a wrong answer."""
+        correctness = self.correctness
+        golden = {g.prompt: g.expect for g in correctness.golden}
+        prompts = list(correctness.prompts) + [g.prompt for g in correctness.golden]
+        headers = auth_headers(self.api_key)
+        try:
+            with interruptible(f"the correctness probe of {self.model}"):
+                completions = [
+                    greedy(
+                        self.base_url, self.served_name, p, correctness.max_tokens, headers=headers
+                    )
+                    for p in prompts
+                ]
+        except requests.RequestException as exc:
+            raise OperationError(
+                f"correctness: a completion from {self.base_url} failed: {exc}"
+            ) from None
+        reference = None
+        if correctness.reference == "transformers":
+            reference = self.reference(completions[: len(correctness.prompts)])
+            reference += [None] * len(correctness.golden)  # golden prompts have no reference
+        verdict = judge(completions, golden, correctness.degenerate_check, reference)
+        if not verdict.ok:
+            raise OperationError(
+                f"correctness FAILED for {self.model}:\n  " + "\n  ".join(verdict.lines)
+            )
+        return "; ".join(verdict.lines)
+
+    def reference(self, completions: list) -> list:
+        request = reference_request(self.model_dir, completions, self.reference_cache)
         encoded = base64.b64encode(request.encode()).decode()
+        q = shlex.quote
         ok, stdout, stderr = guest_run(
-            f"echo {encoded} | base64 -d | {shlex.quote(python)} {shlex.quote(refcheck)}"
+            f"echo {encoded} | base64 -d | {q(self.python)} {q(self.refcheck)}"
         )
         if not ok:
             raise OperationError(f"correctness: the transformers reference failed:\n{stderr}")
-        reference = json.loads(stdout.strip().splitlines()[-1])
-        reference += [None] * len(correctness.golden)  # golden prompts have no reference
-    verdict = judge(completions, golden, correctness.degenerate_check, reference)
-    if not verdict.ok:
-        raise OperationError(f"correctness FAILED for {model}:\n  " + "\n  ".join(verdict.lines))
-    say(f"correctness OK for {model}: " + "; ".join(verdict.lines))
-    host.noop(f"{model} answers correctly")
+        return json.loads(stdout.strip().splitlines()[-1])
+
+
+@operation()
+def correct(check: CorrectnessCheck, guard: Any = None):
+    """
+    Greedy completions of the profile's prompts, judged before any number counts.
+
+    + check: the server, model, prompts and reference of the probe (CorrectnessCheck)
+    + guard: a switch in flight (SwitchGuard): a failure here rolls it back
+    """
+    if not state.is_executing:
+        return
+    with rolls_back(guard):
+        lines = check.run()
+    say(f"correctness OK for {check.model}: {lines}")
+    host.noop(f"{check.model} answers correctly")
     yield from ()
 
 
@@ -117,9 +153,19 @@ class BenchRun:
     results_dir: str  # on the control machine; relative: to the directory pyinfra runs in
     # The site's vLLM API key: sent by the sweep and the A/B's readiness, saved nowhere.
     api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+    venv: str = ""  # what the host baseline is keyed on, with the driver and the settings
+    driver: str = ""  # the NVIDIA driver pin; "" on a CPU guest
+    rebaseline: bool = False  # verify.rebaseline: this run replaces the host's baseline
+    guest: GuestBench | None = None  # `vllm bench serve` on the guest; None: control machine
 
     def headers(self) -> dict[str, str]:
         return auth_headers(self.api_key)
+
+    def baseline_key(self) -> BaselineKey:
+        settings = bench_settings(self.bench.input_len, self.bench.output_len, self.levels)
+        settings += "-guest" if self.guest is not None else "-control"  # load generator
+        name = self.labels.get("host", host.name)
+        return BaselineKey(name, self.model, self.venv, self.driver, settings)
 
     @property
     def levels(self) -> list[int]:
@@ -139,6 +185,7 @@ class BenchOutcome:
     verdicts: dict[str, object] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     load: LoadProofs | None = None  # the cadence decision; None: the steps always run
+    new_baseline: tuple[str, dict[int, float]] | None = None  # (why, figures) to record
 
 
 @dataclass(frozen=True)
@@ -166,7 +213,57 @@ def sweep_env(api_key: SecretStr | None) -> dict[str, str]:
 
 
 def run_sweep(run: BenchRun) -> list[LevelResult]:
-    """The benchmark in its own process: pyinfra's gevent patching and asyncio don't mix.
+    """Every level of the profile: `vllm bench serve` on the guest, or (verify.load_generator
+    = "control") llmhost's client from the control machine, labelled end to end."""
+    results = guest_sweep(run) if run.guest is not None else control_sweep(run)
+    failed = [r for r in results if r.failed]
+    if failed:
+        errors = "; ".join(e for r in failed for e in r.errors)
+        raise OperationError(f"benchmark requests failed at {run.base_url}: {errors}")
+    return results
+
+
+def guest_sweep(run: BenchRun) -> list[LevelResult]:
+    """`vllm bench serve` from the served venv on the guest, every level in one process."""
+    assert run.guest is not None
+    version, sha = server_version(run.base_url), git_sha()
+    say(f"benchmark {run.model}: vllm bench serve on the guest at 127.0.0.1, c={run.levels}")
+    prefix = f"/tmp/llmhost-bench-{run.model}"
+    command = bench_command(run.guest, run.bench, run.served_name, run.levels, prefix)
+    ok, stdout, stderr = guest_run(command)
+    if not ok:
+        raise OperationError(f"vllm bench serve on the guest failed:\n{stderr.strip()[-3000:]}")
+    found = parse_levels(stdout)
+    results = []
+    for conc in run.levels:
+        if conc not in found:
+            raise OperationError(f"vllm bench serve on the guest gave no result for c={conc}")
+        config = RunConfig(
+            base_url=f"http://127.0.0.1:{run.guest.port}",
+            model=run.served_name,
+            input_len=run.bench.input_len,
+            output_len=run.bench.output_len,
+            max_concurrency=conc,
+            num_prompts=run.bench.num_prompts(conc),
+            warmup_requests=run.bench.warmup_requests,
+            seed=run.bench.seed,
+            vllm_version=version,
+            llmhost_git_sha=sha,
+            date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            measured_by=MEASURED_BY,
+            **run.labels,
+        )
+        result = level_from_vllm(found[conc], config)
+        say(
+            f"benchmark {run.model} c={conc}: {result.output_throughput:.1f} output tok/s, "
+            f"TTFT p50 {result.median_ttft_ms:.0f} ms, TPOT p50 {result.median_tpot_ms:.1f} ms"
+        )
+        results.append(result)
+    return results
+
+
+def control_sweep(run: BenchRun) -> list[LevelResult]:
+    """llmhost's client in its own process: pyinfra's gevent patching and asyncio don't mix.
 
     The API key reaches the child as $LLMHOST_API_KEY: argv shows in `ps` and in pyinfra's
     output on failure, the environment does neither.
@@ -193,10 +290,8 @@ def run_sweep(run: BenchRun) -> list[LevelResult]:
                 f"benchmark against {run.base_url} failed (exit {proc.returncode})"
             )
         results = [LevelResult.from_json(r) for r in json.loads(out.read_text())]
-    failed = [r for r in results if r.failed]
-    if failed:
-        errors = "; ".join(e for r in failed for e in r.errors)
-        raise OperationError(f"benchmark requests failed at {run.base_url}: {errors}")
+    for result in results:
+        result.config.measured_by = END_TO_END
     return results
 
 
@@ -240,8 +335,19 @@ class UnitSwap:
 
 
 def judge_gate(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
-    """Print the gate lines; record them (or "off") and, when gated, a failure below a floor."""
-    lines: list[GateLine] = gates.throughput_gate(outcome.results, run.bench)
+    """Print the gate lines; record them (or "off") and, when gated, a failure below a floor.
+
+    The floor is the higher of the catalog's figure and this host's own baseline for the
+    same profile, venv, driver and settings (bench/baselines.py): the first passing run
+    sets it, verify.rebaseline replaces it (that run is judged on the catalog floor only).
+    """
+    key = run.baseline_key()
+    own = load_host_baseline(Path(run.results_dir).absolute(), key)
+    if run.rebaseline and own:
+        say(f"rebaseline {key.describe()}: the host baseline of {own.date} is replaced by this run")
+    lines: list[GateLine] = gates.throughput_gate(
+        outcome.results, run.bench, None if run.rebaseline else own
+    )
     for line in lines:
         say(("throughput " if gate else "throughput (not gated) ") + line.text())
     outcome.verdicts["gate"] = [vars(line) | {"ok": line.ok} for line in lines] if gate else "off"
@@ -250,6 +356,14 @@ def judge_gate(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
             f"throughput below baseline for {run.model}:\n  "
             + "\n  ".join(line.text() for line in lines if not line.ok)
         )
+    if gate:  # an ungated run never sets a floor
+        reason = baseline_update(own, all(line.catalog_ok for line in lines), run.rebaseline)
+        outcome.new_baseline = (reason, gates.measured_tok_s(lines)) if reason else None
+        outcome.verdicts["baseline"] = {
+            "key": key.id(),
+            "host_baseline_of": own.set_at if own else None,
+            "update": reason,
+        }
 
 
 def record_acceptance(run: BenchRun, acc: Acceptance, outcome: BenchOutcome) -> None:
@@ -265,7 +379,11 @@ def record_acceptance(run: BenchRun, acc: Acceptance, outcome: BenchOutcome) -> 
 
 @operation()
 def throughput_gate(
-    run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: Cadence | None = None
+    run: BenchRun,
+    gate: bool,
+    outcome: BenchOutcome,
+    cadence: Cadence | None = None,
+    guard: Any = None,
 ):
     """
     Benchmark at the profile's lengths and concurrencies; gate on its baselines.
@@ -277,9 +395,15 @@ def throughput_gate(
     + gate: fail below baseline x (1 - tolerance); False prints the lines, gates nothing
     + outcome: receives the sweep, the gate and spec-decode verdicts, the failures
     + cadence: whether to load-test now (a converge that changed nothing does not)
+    + guard: a switch in flight (SwitchGuard): a failed benchmark rolls it back
     """
     if not state.is_executing:
         return
+    with rolls_back(guard):
+        yield from _throughput_gate(run, gate, outcome, cadence)
+
+
+def _throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: Cadence | None):
     if cadence is not None:
         outcome.load = cadence.decide()
         if not outcome.load.run:
@@ -308,6 +432,19 @@ def ab_wanted(mode: str, unit_restarted: OperationMeta | None) -> bool:
     return not (mode == "never" or (mode == "on-change" and not changed))
 
 
+def ready_waiter(run: BenchRun, load_timeout_s: int) -> Callable[[str], None]:
+    """What the A/B's unit swap waits on: the unit it started answers, or the A/B fails."""
+
+    def wait(unit: str) -> None:
+        result = wait_ready(
+            run.base_url, run.served_name, load_timeout_s, log=say, headers=run.headers()
+        )
+        if not result.ready:
+            raise OperationError(f"A/B: {unit} not ready: {result.stage}: {result.detail}")
+
+    return wait
+
+
 @operation()
 def draft_ab(
     run: BenchRun,
@@ -318,6 +455,7 @@ def draft_ab(
     tolerance: float,
     load_timeout_s: int,
     unit_restarted: OperationMeta | None = None,
+    guard: Any = None,
 ):
     """
     Serve the same model without its draft, run the same sweep, compare with outcome's sweep.
@@ -330,47 +468,44 @@ def draft_ab(
     + tolerance: how much slower the draft may be, as noise allowance
     + load_timeout_s: how long a restarted unit may take to be ready
     + unit_restarted: the deploy's restart operation ("on-change" asks it)
+    + guard: a switch in flight (SwitchGuard): a failed A/B rolls it back
     """
     if not state.is_executing:
         return
-    wanted = (
-        draft_ab_runs(mode, outcome.load)
-        if outcome.load is not None
-        else ab_wanted(mode, unit_restarted)
-    )
-    if not wanted:
-        say(
-            f"draft A/B for {run.model} skipped: "
-            + (outcome.load.why if outcome.load else "the unit did not change in this run")
-            + " (verify.draft_ab = 'always' runs it every time)"
+    with rolls_back(guard):
+        wanted = (
+            draft_ab_runs(mode, outcome.load)
+            if outcome.load is not None
+            else ab_wanted(mode, unit_restarted)
         )
-        return
-
-    def wait(u: str) -> None:
-        result = wait_ready(
-            run.base_url, run.served_name, load_timeout_s, log=say, headers=run.headers()
-        )
-        if not result.ready:
-            raise OperationError(f"A/B: {u} not ready: {result.stage}: {result.detail}")
-
-    with interruptible(f"the draft A/B of {run.model}"), UnitSwap(unit, ab_unit, wait):
-        without = run_sweep(run)
-    ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
-    for ab in ab_lines:
-        say(f"draft A/B {run.model} {ab.text()}")
-    outcome.verdicts["draft_ab"] = [vars(a) | {"ok": a.ok, "ratio": a.ratio} for a in ab_lines]
-    run.save("without-draft", without, {"reference_for": "draft_ab"})
-    if not all(a.ok for a in ab_lines):
-        outcome.failures.append(
-            f"the draft of {run.model} does not pay:\n  "
-            + "\n  ".join(a.text() for a in ab_lines if not a.ok)
-        )
-    # The A/B stopped and started units: it is a change, and the serving unit must be back.
-    yield f"systemctl is-active --quiet {shlex.quote(unit)}"
+        if not wanted:
+            say(
+                f"draft A/B for {run.model} skipped: "
+                + (outcome.load.why if outcome.load else "the unit did not change in this run")
+                + " (verify.draft_ab = 'always' runs it every time)"
+            )
+            return
+        wait = ready_waiter(run, load_timeout_s)
+        with interruptible(f"the draft A/B of {run.model}"), UnitSwap(unit, ab_unit, wait):
+            without = run_sweep(run)
+        ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
+        for ab in ab_lines:
+            say(f"draft A/B {run.model} {ab.text()}")
+        outcome.verdicts["draft_ab"] = [vars(a) | {"ok": a.ok, "ratio": a.ratio} for a in ab_lines]
+        run.save("without-draft", without, {"reference_for": "draft_ab"})
+        if not all(a.ok for a in ab_lines):
+            outcome.failures.append(
+                f"the draft of {run.model} does not pay:\n  "
+                + "\n  ".join(a.text() for a in ab_lines if not a.ok)
+            )
+        # The A/B stopped and started units: it is a change, and the serving unit must be back.
+        yield f"systemctl is-active --quiet {shlex.quote(unit)}"
 
 
 @operation()
-def bench_results(run: BenchRun, outcome: BenchOutcome, record: str | None = None):
+def bench_results(
+    run: BenchRun, outcome: BenchOutcome, record: str | None = None, guard: Any = None
+):
     """
     Save the sweep with every verdict, then fail the deploy on what failed; on a pass, record
     its time on the guest (the cadence reads it: no load test again until max_age).
@@ -378,14 +513,27 @@ def bench_results(run: BenchRun, outcome: BenchOutcome, record: str | None = Non
     + run: the server, model, benchmark profile, labels and results directory
     + outcome: what `throughput_gate` (and `draft_ab`) found
     + record: where the guest keeps the time of the last passing gate
+    + guard: a switch in flight (SwitchGuard): a failed verdict rolls it back
     """
     if not state.is_executing:
         return
+    with rolls_back(guard):
+        yield from _bench_results(run, outcome, record, guard)
+
+
+def _bench_results(run: BenchRun, outcome: BenchOutcome, record: str | None, guard: Any):
     if outcome.load is not None and not outcome.load.run:
         host.noop(f"no benchmark of {run.model} in this run")
         return
     path = run.save("gate", outcome.results, outcome.verdicts)
     say(f"benchmark results: {shown(path)}")
+    if outcome.new_baseline and not outcome.failures:
+        reason, measured = outcome.new_baseline
+        results_dir = Path(run.results_dir).absolute()
+        own = record_baseline(results_dir, run.baseline_key(), measured, reason, path.name)
+        say(f"host baseline of {own.key.describe()} set ({reason}): {own.baselines}")
+    if guard is not None:
+        guard.verdicts["gate"] = "FAILED" if outcome.failures else "passed"
     if outcome.failures:
         raise OperationError("\n".join(outcome.failures))
     if record is None:

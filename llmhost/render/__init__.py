@@ -172,6 +172,10 @@ def refcheck_path(cfg: GuestConfig) -> str:
     return f"{cfg.root_dir}/bin/refcheck.py"
 
 
+def bench_levels_path(cfg: GuestConfig) -> str:
+    return f"{cfg.root_dir}/bin/bench_levels.py"
+
+
 def gpu_free_command(cfg: GuestConfig, force: bool = False) -> list[str]:
     """The one cleanup code path (llmhost/guest/gpu_free.py) as the guest runs it."""
     argv = ["/usr/bin/python3", gpu_free_path(cfg), "--user", cfg.service_user]

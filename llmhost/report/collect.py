@@ -34,6 +34,7 @@ from llmhost.report import facts as rf
 from llmhost.report import sections as sec
 from llmhost.report.markdown import host_md, site_md
 from llmhost.secrets import resolve_secrets
+from llmhost.switching import ServingRecord, record_path
 
 STAMP = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")  # one per pyinfra run (module import)
 _done: list[dict[str, Any]] = []
@@ -119,8 +120,10 @@ def guest_sections(cfg: GuestConfig) -> list[sec.Section]:
             modules_loaded=[],
         )
     )
+    record = ServingRecord.parse(host.get_fact(FileText, path=record_path(cfg.root_dir)))
     for model, _ in cfg.units_and_ports():
         paths = unit_paths(cfg, model)
+        main = model == cfg.served_model
         actual = host.get_fact(rf.MaskedEnvFile, path=paths.env_file)
         wanted = masked(unit_env(cfg, model, secrets))
         same_file = True
@@ -139,6 +142,8 @@ def guest_sections(cfg: GuestConfig) -> list[sec.Section]:
                 env_actual=actual,
                 secrets_match=same_file or actual != wanted,
                 description=cfg.profile_for(model).description,
+                previous=record.describe_previous() if main else "not switched (extra unit)",
+                recorded=(record.current or "none") if main else None,
             )
         )
         sections.append(sec.benchmarks(Path(cfg.verify.results_dir) / host.name, model))

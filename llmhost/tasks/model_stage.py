@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files
 
 from llmhost.catalog import ModelProfile, load_catalog
 from llmhost.config.guest import GuestConfig
+from llmhost.facts.files import ChildDirectories
 from llmhost.guest import script
 from llmhost.operations.models import StageTools, staged
+from llmhost.switching import weights_to_prune
 
 BUILDER = script("tinymodels.py")
 IMPORTER = script("gguf_import.py")
@@ -58,3 +61,24 @@ def model_stage(cfg: GuestConfig) -> list[OperationMeta]:
             )
         )
     return ops
+
+
+@deploy("prune weights no kept model uses (prune_weights = true)")
+def prune_weights(cfg: GuestConfig, kept_models: list[str]) -> None:
+    """Only when asked: a switch never deletes weights by itself (a rollback needs them)."""
+    catalog = load_catalog()
+    keep = set()
+    for model in kept_models:
+        profile = cfg.profile_for(model) if model in catalog else None
+        if profile is None:
+            continue
+        keep.add(profile.weights_id)
+        if profile.speculative and profile.speculative.draft:
+            keep.add(catalog[profile.speculative.draft].weights_id)
+    on_disk = host.get_fact(ChildDirectories, path=cfg.models_dir)
+    for name in weights_to_prune(on_disk, keep):
+        files.directory(
+            name=f"remove weights {name} (no kept model uses them)",
+            path=f"{cfg.models_dir}/{name}",
+            present=False,
+        )

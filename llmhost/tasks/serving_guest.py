@@ -10,14 +10,18 @@ from pyinfra import host
 from pyinfra.api.exceptions import PyinfraError
 
 from llmhost.config.guest import GuestConfig
+from llmhost.facts.files import FileText
 from llmhost.facts.ports import PortHolders
+from llmhost.operations.switch import switch_commit
 from llmhost.secrets import ResolvedSecrets
+from llmhost.switching import record_path
 from llmhost.tasks.gpu_userspace import gpu_userspace, preflight
 from llmhost.tasks.guest_base import guest_base
 from llmhost.tasks.hooks import hooks
-from llmhost.tasks.model_stage import model_stage
+from llmhost.tasks.model_stage import model_stage, prune_weights
+from llmhost.tasks.switch import disk_preflight, switch_guard
 from llmhost.tasks.uv_vllm import uv_vllm
-from llmhost.tasks.vllm_service import retire_stale_units, vllm_service
+from llmhost.tasks.vllm_service import retire_stale_units, retire_units, vllm_service
 
 LLMHOST_UNIT_PREFIX = "llmhost-"
 
@@ -43,14 +47,22 @@ def ports_preflight(cfg: GuestConfig) -> None:
 
 
 def serving_guest(cfg: GuestConfig, secrets: ResolvedSecrets) -> None:
+    """Stage while the old model serves; stop it; start the new one; prove it, or roll back."""
     if cfg.accelerator == "cuda":
         preflight(cfg)  # a host driver other than the pin stops here
     ports_preflight(cfg)  # a foreign server on the port stops here
+    disk_preflight(cfg)  # weights that cannot fit stop here, before any download
+    record_text = host.get_fact(FileText, path=record_path(cfg.root_dir))
+    guard = switch_guard(cfg, secrets, record_text)  # says what it will switch, if anything
     guest_base(cfg)
-    if cfg.accelerator == "cuda":
-        gpu_userspace(cfg)
+    driver = gpu_userspace(cfg) if cfg.accelerator == "cuda" else []
     venv, shim = uv_vllm(cfg)
     weights = model_stage(cfg)
-    retire_stale_units(cfg)
-    restarts = vllm_service(cfg, secrets, upstream_changes=[venv, shim, *weights])
-    hooks(cfg, secrets, restarts)
+    retire_stale_units(cfg, guard.plan.keep_now)
+    restarts = vllm_service(cfg, secrets, [*driver, venv, shim, *weights], guard)
+    hooks(cfg, secrets, restarts, guard)
+    switch_commit(name="switch: record the served model", guard=guard, record_text=record_text)
+    retire_units(guard.plan.retire_after, f"keep_previous = {cfg.keep_previous}")
+    if cfg.prune_weights:
+        kept = [m for m, _ in cfg.units_and_ports()] + list(guard.plan.committed.previous)
+        prune_weights(cfg, kept)

@@ -13,10 +13,11 @@ from llmhost.config.guest import GuestConfig
 from llmhost.guest import script
 from llmhost.locks import Lock, load_lock
 from llmhost.operations.venv import uv_venv
-from llmhost.render import gpu_free_path, refcheck_path, render_entry_shim
+from llmhost.render import bench_levels_path, gpu_free_path, refcheck_path, render_entry_shim
 
 GPU_FREE = script("gpu_free.py")
 REFCHECK = script("refcheck.py")
+BENCH_LEVELS = script("bench_levels.py")
 
 
 def vllm_extra_index_urls(cfg: GuestConfig, lock: Lock) -> list[str]:
@@ -69,6 +70,12 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         name="transformers reference check (correctness probe)",
         src=str(REFCHECK),
         dest=refcheck_path(cfg),
+        mode="644",
+    )
+    files.put(
+        name="vllm bench serve at each level in one process (the throughput gate)",
+        src=str(BENCH_LEVELS),
+        dest=bench_levels_path(cfg),
         mode="644",
     )
     return venv, shim

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from pyinfra import host
@@ -10,14 +11,19 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
+from llmhost.catalog import load_catalog, servable_models
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import LlmhostUnits, NeedsDaemonReload, NewerThanUnit
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import MARKER
+from llmhost.operations.switch import SwitchGuard, switch_stop
 from llmhost.operations.venv import SPEC_FILE
 from llmhost.render import ab_unit_name, render_env, render_unit, unit_name, unit_paths
 from llmhost.secrets import ResolvedSecrets
+from llmhost.switching import conflicts_with
 from llmhost.tasks.model_stage import models_to_stage
+
+DROPIN_NAME = "llmhost-one-model.conf"
 
 
 def wanted_units(cfg: GuestConfig) -> set[str]:
@@ -34,15 +40,20 @@ def has_ab_unit(cfg: GuestConfig, model: str) -> bool:
     return cfg.profile_for(model).speculative is not None and cfg.verify.draft_ab != "never"
 
 
-@deploy("retire units the data dropped")
-def retire_stale_units(cfg: GuestConfig) -> None:
-    wanted = wanted_units(cfg)
-    stale = [u for u in host.get_fact(LlmhostUnits) if u not in wanted]
+def retire_units(units: Iterable[str], why: str) -> None:
+    """Stop, disable and remove units with their env files and drop-ins (weights stay)."""
     removed = []
-    for unit in stale:
-        systemd.service(name=f"stop {unit}", service=unit, running=False, enabled=False)
+    for unit in sorted(units):
+        systemd.service(name=f"stop {unit} ({why})", service=unit, running=False, enabled=False)
         removed.append(
             files.file(name=f"remove {unit}", path=f"/etc/systemd/system/{unit}", present=False)
+        )
+        removed.append(
+            files.directory(
+                name=f"remove drop-ins of {unit}",
+                path=f"/etc/systemd/system/{unit}.d",
+                present=False,
+            )
         )
         files.file(
             name=f"remove env of {unit}",
@@ -53,6 +64,13 @@ def retire_stale_units(cfg: GuestConfig) -> None:
         systemd.daemon_reload(
             name="systemd daemon-reload (units removed)", _if=any_changed(*removed)
         )
+
+
+@deploy("retire units the data dropped")
+def retire_stale_units(cfg: GuestConfig, keep: frozenset[str]) -> None:
+    """Units neither the data nor the switch record (the previous model) still want."""
+    stale = [u for u in host.get_fact(LlmhostUnits) if u not in wanted_units(cfg) | keep]
+    retire_units(stale, "the data no longer names it")
 
 
 def unit_inputs(cfg: GuestConfig, model: str) -> tuple[str, ...]:
@@ -105,24 +123,55 @@ class UnitOps(NamedTuple):
         return self.restart.did_change() or self.start.did_change()
 
 
+def one_model_dropin(cfg: GuestConfig) -> OperationMeta:
+    """Conflicts= with every other model's units: one model holds the GPUs at a time.
+
+    A drop-in, not the unit: it is not an input of the server (NewerThanUnit), so a new
+    catalog entry reloads systemd and never restarts a 30-minute load.
+    """
+    co_served = {u.model for u in cfg.extra_units}
+    servable = [m for m in servable_models() if load_catalog()[m].accelerator == cfg.accelerator]
+    conflicts = conflicts_with(cfg.served_model, co_served, servable)
+    unit = unit_name(cfg.served_model)
+    content = (
+        "# Managed by llmhost: starting this unit stops any other model's (and vice versa).\n"
+        "[Unit]\n" + "".join(f"Conflicts={u}\n" for u in conflicts)
+    )
+    return atomic_file(
+        name=f"{unit}: Conflicts= with the other models' units",
+        content=content,
+        dest=f"/etc/systemd/system/{unit}.d/{DROPIN_NAME}",
+    )
+
+
 @deploy("vLLM systemd units")
 def vllm_service(
-    cfg: GuestConfig, secrets: ResolvedSecrets, upstream_changes: list[OperationMeta]
+    cfg: GuestConfig,
+    secrets: ResolvedSecrets,
+    upstream_changes: list[OperationMeta],
+    guard: SwitchGuard,
 ) -> dict[str, UnitOps]:
-    """Returns each model's restart/start operations: the hooks ask whether it (re)started."""
-    restarts = {}
+    """Returns each model's restart/start operations: the hooks ask whether it (re)started.
+
+    Every file is written (and systemd reloaded) before the switch stops the old model, so
+    the downtime holds nothing but the stop, the GPU check and the new model's load.
+    """
+    written = {}
     for model, port in cfg.units_and_ports():
-        unit = unit_name(model)
         env, *units = unit_files(cfg, model, port, secrets)
+        written[model] = (env, units)
+    dropin = one_model_dropin(cfg)
+    reload_ops = [dropin, *(u for _, units in written.values() for u in units)]
+    # A fact read now: a run interrupted after a rewrite left a reload pending.
+    pending = any(host.get_fact(NeedsDaemonReload, unit=unit_name(m)) for m in written)
+    files_changed = any_changed(*reload_ops)
+    systemd.daemon_reload(name="systemd daemon-reload", _if=lambda: files_changed() or pending)
+    switch_stop(name="switch: stop the previous model, GPUs free", guard=guard)
+    restarts = {}
+    for model, (env, units) in written.items():
+        unit = unit_name(model)
         changed = any_changed(env, *units, *upstream_changes)
-        units_changed = any_changed(*units)
-        # Facts read now: a run interrupted after a rewrite left these behind.
-        reload_pending = host.get_fact(NeedsDaemonReload, unit=unit)
         outdated = host.get_fact(NewerThanUnit, unit=unit, paths=unit_inputs(cfg, model))
-        systemd.daemon_reload(
-            name="systemd daemon-reload",
-            _if=lambda c=units_changed, r=reload_pending: c() or r,
-        )
         # Restart first: a unit that was not running yet is then started once, not twice.
         restart = systemd.service(
             name=f"restart {unit} (unit, env, venv or weights changed)",

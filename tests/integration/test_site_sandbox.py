@@ -21,7 +21,6 @@ from tests.helpers import (
     guest_sh,
     interrupt_when,
     pyinfra,
-    serve_default,
 )
 
 HOST = ("inventory/sandbox.py", "deploys/host.py")
@@ -132,21 +131,3 @@ def test_ctrl_c_during_a_readiness_wait_exits_at_once_and_the_next_run_converges
     assert "READY tiny-llama" in run.output
     again = pyinfra(*SERVE)
     assert again.rc == 0 and not changed_ops(again.output, errors_too=True), again.tail()
-
-
-def test_a_unit_that_never_gets_ready_after_its_first_start_is_stopped_and_disabled(
-    site: GuestConfig, sandbox: SandboxState
-) -> None:
-    unit = "llmhost-tiny-llama-badflag.service"
-    try:
-        run = pyinfra(*SERVE, "--data", "served_model=tiny-llama-badflag")
-        assert run.rc != 0
-        assert f"{unit} was started by this run and never got ready: stopped and disabled" in (
-            run.output
-        ), run.tail()
-        assert "--- last journal lines of" in run.output
-        assert "no-such-llmhost-drill-flag" in run.output  # vLLM's refusal, from the journal
-        assert guest_sh(sandbox, f"systemctl is-enabled {unit}", check=False) == "disabled"
-        assert guest_sh(sandbox, f"systemctl is-active {unit}", check=False) != "active"
-    finally:
-        serve_default(sandbox)

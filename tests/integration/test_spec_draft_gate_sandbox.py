@@ -41,8 +41,14 @@ def test_a_random_eagle3_head_fails_the_draft_gate(sandbox: SandboxState) -> Non
     lines = re.findall(r"c=(\d+): with draft ([\d.]+) tok/s, without ([\d.]+) tok/s", run.output)
     assert {c for c, _, _ in lines} == {"1", "8"}
     assert any(float(w) < 0.7 * float(wo) for _, w, wo in lines), lines
-    # The A/B leaves the real unit serving and its reference unit stopped.
-    assert guest_sh(sandbox, "systemctl is-active llmhost-tiny-llama-eagle3.service") == "active"
+    # A switch that fails its A/B rolls back: the model before it serves again, and neither
+    # the failed unit nor its A/B reference unit runs.
+    assert "ROLLED BACK: tiny-llama-spec serves again" in run.output, run.tail()
+    assert guest_sh(sandbox, "systemctl is-active llmhost-tiny-llama-spec.service") == "active"
+    assert (
+        guest_sh(sandbox, "systemctl is-active llmhost-tiny-llama-eagle3.service", check=False)
+        == "inactive"
+    )
     assert (
         guest_sh(
             sandbox, "systemctl is-active llmhost-tiny-llama-eagle3-nodraft.service", check=False
@@ -51,9 +57,24 @@ def test_a_random_eagle3_head_fails_the_draft_gate(sandbox: SandboxState) -> Non
     )
 
 
-def test_serving_tiny_llama_again_retires_the_draft_units(sandbox: SandboxState) -> None:
+def test_serving_tiny_llama_again_keeps_the_previous_model_and_retires_the_rest(
+    sandbox: SandboxState,
+) -> None:
     run = pyinfra(*SERVE)
     assert run.rc == 0, run.tail()
     assert "READY tiny-llama at http://" in run.output
-    units = llmhost_units(sandbox)
-    assert units == ["llmhost-tiny-llama.service"], units
+    # keep_previous = 1: the model served before (tiny-llama-spec) stays, disabled; the
+    # eagle3 units, which never passed their proofs, are gone.
+    spec = "llmhost-tiny-llama-spec.service"  # its A/B unit was never written (draft_ab never)
+    assert llmhost_units(sandbox) == [
+        "llmhost-tiny-llama-spec.service",
+        "llmhost-tiny-llama.service",
+    ]
+    assert guest_sh(sandbox, f"systemctl is-enabled {spec}", check=False) == "disabled"
+    trimmed = pyinfra(*SERVE, "--data", "keep_previous=0", "--data", "prune_weights=true")
+    assert trimmed.rc == 0, trimmed.tail()
+    assert llmhost_units(sandbox) == ["llmhost-tiny-llama.service"]
+    # Asked to, it deletes the weights no kept model uses: the drafts', not tiny-llama's.
+    weights = guest_sh(sandbox, "ls /srv/llmhost/models").split()
+    assert "tiny-llama" in weights, weights
+    assert "tiny-llama-draft-same" not in weights and "tiny-eagle3" not in weights, weights

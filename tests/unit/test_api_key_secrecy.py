@@ -7,7 +7,6 @@ arguments, with pyinfra's logger at DEBUG (what -vvv shows).
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import io
 import json
@@ -23,18 +22,20 @@ from pyinfra.api.connect import connect_all
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
 
+from llmhost.bench.guest_bench import GuestBench, bench_command
 from llmhost.catalog import BenchProfile, CorrectnessProfile, GoldenAnswer
 from llmhost.operations.serving import ready
 from llmhost.operations.verify import (
     BenchOutcome,
     BenchRun,
+    CorrectnessCheck,
     bench_results,
     correct,
     throughput_gate,
 )
 from llmhost.secrets import ResolvedSecrets
 from llmhost.tasks.hooks import hooks
-from tests.helpers import REPO, FakeVLLM
+from tests.helpers import FakeVLLM
 
 KEY = "sk-llmhost-secrecy-test-fedcba9876543210"
 BEARER = f"Bearer {KEY}"
@@ -107,9 +108,7 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
             timeout_s=30,
             api_key=key,
         )
-        add_op(
-            state,
-            correct,
+        check = CorrectnessCheck(
             base_url=server.url,
             served_name="m",
             model="tiny",
@@ -119,6 +118,7 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
             refcheck="/nowhere/refcheck.py",
             api_key=key,
         )
+        add_op(state, correct, check=check)
         add_op(state, throughput_gate, run=run, gate=True, outcome=outcome)
         add_op(state, bench_results, run=run, outcome=outcome)
         run_ops(state)
@@ -143,44 +143,26 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
 
 def test_hooks_takes_the_resolved_secrets_second() -> None:
     params = inspect.signature(getattr(hooks, "_inner", hooks)).parameters
-    assert list(params) == ["cfg", "secrets", "restarts"]
+    assert list(params) == ["cfg", "secrets", "restarts", "switch"]
     assert params["secrets"].annotation in (ResolvedSecrets, "ResolvedSecrets")
     assert params["restarts"].default is None
 
 
-def load_bench_fidelity():  # noqa: ANN201 - a script, loaded by path
-    path = REPO / "benchmarks" / "bench_fidelity.py"
-    spec = importlib.util.spec_from_file_location("bench_fidelity", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_vllm_bench_serve_gets_the_key_from_the_guests_env_file_not_the_command_line(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_the_gates_vllm_bench_serve_gets_the_key_from_the_guests_env_file(
+    tmp_path: Path,
 ) -> None:
-    fidelity = load_bench_fidelity()
     env_file = tmp_path / "llmhost-tiny-llama.env"
     env_file.write_text(f"VLLM_CPU_KVCACHE_SPACE=1\nVLLM_API_KEY={KEY}\n")
-    monkeypatch.setattr(fidelity, "ENV_FILE", str(env_file))
-    sent: list[list[str]] = []
-    real_run = subprocess.run
-
-    def fake_ssh(argv, **kwargs):  # noqa: ANN001, ANN202 - subprocess.run's signature
-        sent.append(list(argv))
-        stdout = json.dumps({"completed": fidelity.PROMPTS, "output_throughput": 123.0})
-        return subprocess.CompletedProcess(argv, 0, stdout, "")
-
-    monkeypatch.setattr(fidelity.subprocess, "run", fake_ssh)
-    assert fidelity.vllm_bench(["ssh", "guest"], 8000, 0) == 123.0
-    [argv] = sent
-    command = argv[-1]
-    assert not any(KEY in arg for arg in argv)
-    assert '"$VLLM_API_KEY"' in command and "OPENAI_API_KEY=" in command
+    guest = GuestBench(
+        "/venv/bin/python", "/opt/llmhost/bin/bench_levels.py", None, 8000, "/srv/m", str(env_file)
+    )
+    bench = BenchProfile(input_len=8, output_len=8, tolerance=0.5, baselines={1: 1.0})
+    command = bench_command(guest, bench, "m", [1], "/tmp/x")
+    assert KEY not in command
+    assert '"${VLLM_API_KEY:-}"' in command and "OPENAI_API_KEY=" in command
     # What the guest's shell does with it: vllm gets $OPENAI_API_KEY in its environment.
     prefix = command.split(" HF_HUB_OFFLINE=1 ")[0]
-    shown = real_run(
+    shown = subprocess.run(
         ["sh", "-c", f"{prefix} sh -c 'printf %s \"$OPENAI_API_KEY\"'"],
         capture_output=True,
         text=True,

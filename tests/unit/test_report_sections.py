@@ -143,3 +143,27 @@ def test_the_markdown_marks_drift_and_is_json_ready(tmp_path: Path) -> None:
     text = host_md(doc)
     assert "**Drift: 1 item(s)**" in text and "| x | 1 | 2 | **DRIFT** |" in text
     json.dumps(doc)
+
+
+def test_the_served_model_section_shows_the_rollback_target_and_a_wrong_record() -> None:
+    from llmhost.switching import ServingRecord
+
+    record = ServingRecord.parse(
+        '{"current": "a", "previous": ["z"], "failed": {"model": "m", "why": "x", "at": 1}}'
+    )
+    section = sec.served_model(
+        model="m",
+        unit="llmhost-m.service",
+        show={"ActiveState": "inactive"},
+        env_wanted={},
+        env_actual={},
+        secrets_match=True,
+        description="d",
+        previous=record.describe_previous(),
+        recorded=record.current,
+    )
+    rows = {r["item"]: r for r in section["rows"]}
+    assert rows["previous model kept for rollback"]["actual"].startswith("z (unit kept, disabled)")
+    assert "last failed switch: to m" in rows["previous model kept for rollback"]["actual"]
+    # The data asks for m, the guest records that a (the rollback target) serves: drift.
+    assert sec.drift_of([section]) and "recorded as serving" in sec.drift_of([section])[0]

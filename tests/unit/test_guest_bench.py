@@ -1,0 +1,59 @@
+"""The gate's load generator is `vllm bench serve` on the guest: the command it runs (the
+key never in argv), and its saved JSON read back under the same field names."""
+
+from __future__ import annotations
+
+import shlex
+
+from llmhost.bench.guest_bench import GuestBench, bench_command, level_from_vllm, parse_levels
+from llmhost.bench.result import RunConfig
+from llmhost.catalog import BenchProfile
+
+BENCH = BenchProfile(input_len=128, output_len=64, tolerance=0.5, baselines={1: 60.0, 8: 250.0})
+GUEST = GuestBench(
+    python="/opt/llmhost/venvs/v/bin/python",
+    script="/opt/llmhost/bin/bench_levels.py",
+    shim="/opt/llmhost/bin/vllm-entry",
+    port=8000,
+    tokenizer="/srv/llmhost/models/tiny-llama",
+    env_file="/etc/llmhost/llmhost-tiny-llama.env",
+    env=("VLLM_TARGET_DEVICE=cpu",),
+)
+
+
+def test_the_command_measures_at_localhost_with_the_profiles_settings() -> None:
+    command = bench_command(GUEST, BENCH, "tiny-llama", [1, 8], "/tmp/out")
+    argv = shlex.split(command.split("timeout 3600 ", 1)[1].split(" >", 1)[0])
+    assert argv[:4] == [GUEST.python, GUEST.script, "--shim", GUEST.shim]
+    flags = {a: b for a, b in zip(argv, argv[1:], strict=False) if not b.startswith("--")}
+    assert flags["--levels"] == f"1:{BENCH.num_prompts(1)},8:{BENCH.num_prompts(8)}"
+    assert flags["--base-url"] == "http://127.0.0.1:8000"
+    assert flags["--random-input-len"] == "128" and flags["--random-output-len"] == "64"
+    assert "--ignore-eos" in argv and flags["--temperature"] == "0"
+    # The key is read from the unit's env file by the guest's shell: no argv holds it.
+    assert '. /etc/llmhost/llmhost-tiny-llama.env; printf %s "${VLLM_API_KEY:-}"' in command
+    assert "VLLM_API_KEY" not in " ".join(argv)
+
+
+def test_the_saved_json_becomes_a_level_result() -> None:
+    config = RunConfig("http://127.0.0.1:8000", "tiny-llama", 128, 64, 8, 32, 2, 0)
+    data = {
+        "completed": 32,
+        "duration": 4.0,
+        "total_output_tokens": 2048,
+        "output_throughput": 512.0,
+        "median_ttft_ms": 20.0,
+        "p99_e2el_ms": 900.0,
+    }
+    result = level_from_vllm(data, config)
+    assert (result.output_throughput, result.completed, result.failed) == (512.0, 32, 0)
+    assert result.median_ttft_ms == 20.0 and result.p99_e2el_ms == 900.0
+    short = level_from_vllm(data | {"completed": 30}, config)
+    assert short.failed == 2 and short.errors == ["failed requests"]
+
+
+def test_each_levels_line_is_read_back() -> None:
+    out = (
+        'INFO noise\nLLMHOST-BENCH {"max_concurrency": 8, "num_prompts": 32, "result": {"a": 1}}\n'
+    )
+    assert parse_levels(out) == {8: {"a": 1}}
