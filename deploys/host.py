@@ -9,10 +9,12 @@ from pyinfra import host
 
 from llmhost import interrupt
 from llmhost.config.loading import load_proxmox_host
+from llmhost.connection import no_delay
 from llmhost.groups import check_one_role, is_proxmox_host, leave_alone
 from llmhost.tasks.proxmox_host import proxmox_host
 
 interrupt.install()
+no_delay(host)  # ~6 ms a guest command instead of ~49 (llmhost/connection.py)
 check_one_role(host)
 if is_proxmox_host(host):
     proxmox_host(load_proxmox_host(host))  # bad data stops at loading, before any operation

@@ -13,6 +13,7 @@ from pyinfra import host
 
 from llmhost import interrupt
 from llmhost.config.loading import load_guest, load_proxmox_host
+from llmhost.connection import no_delay
 from llmhost.groups import check_one_role, is_proxmox_host, is_serving_guest, leave_alone
 from llmhost.operations.order import barrier
 from llmhost.secrets import resolve_secrets
@@ -20,6 +21,7 @@ from llmhost.tasks.proxmox_host import proxmox_host
 from llmhost.tasks.serving_guest import serving_guest
 
 interrupt.install()
+no_delay(host)  # ~6 ms a guest command instead of ~49 (llmhost/connection.py)
 check_one_role(host)
 proxmox = load_proxmox_host(host) if is_proxmox_host(host) else None
 guest = load_guest(host) if is_serving_guest(host) else None

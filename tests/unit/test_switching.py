@@ -113,6 +113,7 @@ def test_an_interrupted_switch_to_another_target_drops_the_unproven_model() -> N
     assert p.source == "a" and p.resumed
     assert B not in p.keep_now and not units_of("b") & p.keep_now
     assert A in p.keep_now
+    assert p.retire_now == {B}  # stopped and removed before the new model starts
     assert any("b never passed its proofs" in n for n in p.notes)
 
 
