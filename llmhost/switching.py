@@ -18,6 +18,7 @@ previous model's unit and env file stay on disk, disabled, until a later switch 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,3 +211,18 @@ def conflicts_with(target: str, co_served: set[str], servable: list[str]) -> lis
 def weights_to_prune(on_disk: list[str], keep: set[str]) -> list[str]:
     """Weights directories (and unfinished `.partial` copies) that no kept model uses."""
     return sorted(d for d in on_disk if d.removesuffix(".partial") not in keep)
+
+
+def failed_before(record: ServingRecord, target: str) -> str | None:
+    """Why a switch to `target` already failed and rolled back, None when it did not.
+
+    A converge must not stop a working model for a load that failed its proofs last time
+    (on Kimi each try is ~30 minutes of load and as long again to roll back): it asks for
+    `retry_failed_switch=true` once the cause is fixed.
+    """
+    failed = record.failed or {}
+    if failed.get("model") != target or record.current == target:
+        return None
+    at = failed.get("at")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at)) if isinstance(at, int) else "?"
+    return f"{target} failed its proofs at {when} and was rolled back: {failed.get('why', '?')}"

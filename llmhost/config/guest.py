@@ -205,6 +205,8 @@ class GuestConfig(Strict):
     # Delete weights that neither the served model nor a kept previous one uses (never by
     # default: a 547 GB download is an hour, a rollback needs them).
     prune_weights: bool = False
+    # A model whose switch failed its proofs is not tried again by a converge until asked.
+    retry_failed_switch: bool = False
     cleanup_force: bool = False  # deploys/cleanup.py: also kill holders outside the scope
     verify: VerifySettings = VerifySettings()
 

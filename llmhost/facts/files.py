@@ -161,10 +161,10 @@ class PathStates(FactBase[dict[str, dict[str, str]]]):
         quoted = " ".join(shlex.quote(p) for p in paths)
         return (
             f"for p in {quoted}; do "
-            'if [ -d "$p" ]; then printf "d\\t%s\\t%s\\n" "$p" "$(stat -c "%a %U %G" "$p")"; '
-            'elif [ -f "$p" ]; then printf "f\\t%s\\t%s %s\\n" "$p" "$(stat -c "%a %U %G" "$p")" '
-            '"$(sha256sum < "$p" | cut -d" " -f1)"; '
-            'else printf "-\\t%s\\t\\n" "$p"; fi; done'
+            'if [ -d "$p" ]; then printf "d\\t%s\\t%s\\n" "$p" "$(stat -L -c "%a %U %G" "$p")"; '
+            'elif [ -f "$p" ]; then printf "f\\t%s\\t%s %s\\n" "$p" '
+            '"$(stat -L -c "%a %U %G" "$p")" "$(sha256sum < "$p" | cut -d" " -f1)"; '
+            'else printf "%s\\t%s\\t\\n" - "$p"; fi; done'
         )
 
     def process(self, output: Iterable[str]) -> dict[str, dict[str, str]]:

@@ -14,6 +14,7 @@ import time
 import gevent
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand
+from pyinfra.context import ctx_host
 
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
@@ -48,12 +49,15 @@ def run_with_progress(
     start = time.monotonic()
     say(f"{label}: started" + (f" (~{total_bytes / GB:.1f} GB)" if total_bytes else ""))
 
+    this_host = ctx_host.get()  # pyinfra's host is greenlet-local: hand it to the reporter
+
     def report() -> None:
-        while True:
-            gevent.sleep(every_s)
-            done = written_bytes(watch)
-            if done is not None:
-                say(progress_line(label, done, total_bytes, time.monotonic() - start))
+        with ctx_host.use(this_host):
+            while True:
+                gevent.sleep(every_s)
+                done = written_bytes(watch)
+                if done is not None:
+                    say(progress_line(label, done, total_bytes, time.monotonic() - start))
 
     reporter = gevent.spawn(report)
     try:

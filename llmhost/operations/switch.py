@@ -66,7 +66,7 @@ class SwitchGuard:
     last_answer: float | None = None
     first_answer: float | None = None
     verdicts: dict[str, str] = field(default_factory=dict)
-    stage: str = "staging (the old model serves)"
+    stage: str = "staging"  # staging, stopping, stopped, starting, loading, answers, rolling back
 
     def armed(self) -> bool:
         """The old model no longer serves: a failure now must bring it back."""
@@ -77,7 +77,7 @@ class SwitchGuard:
     def answered(self) -> None:
         if self.first_answer is None and self.armed():
             self.first_answer = time.time()
-            self.stage = f"{self.plan.target} answers; proofs running"
+            self.stage = "answers"
 
     def downtime_s(self) -> float | None:
         if self.first_answer is None or self.last_answer is None:
@@ -96,17 +96,23 @@ class SwitchGuard:
 
     def where(self) -> str:
         """Exactly where an interrupted switch left the guest, and how to go on."""
-        source = self.plan.source
+        source, target = self.plan.source, self.plan.target
+        old, new = unit_of(str(source)), self.target_unit
+        states = {
+            "stopping": f"{old} was being stopped (it may still be stopping); {new} not started",
+            "stopped": f"{old} is stopped and disabled; {new} is not started: NOTHING SERVES",
+            "starting": f"{old} is stopped and disabled; {new} was being started",
+            "loading": f"{old} is stopped and disabled; {new} is enabled and loading",
+            "answers": f"{old} is stopped and disabled; {new} serves, its proofs were running",
+            "rolling back": f"the rollback to {source} was under way: {new} may be stopped, "
+            f"{old} may be starting",
+        }
         return (
-            f"switch {source} -> {self.plan.target} interrupted at: {self.stage}. "
-            f"{unit_of(str(source))} is stopped and disabled (files and weights kept); "
-            f"{self.target_unit} is enabled and {self.target_state()}. "
-            "Rerun the same command to finish the switch (it rolls back to "
-            f"{source} if {self.plan.target} fails its proofs)"
+            f"switch {source} -> {target} interrupted: {states.get(self.stage, self.stage)} "
+            f"(files and weights of both kept). Rerun the same command to finish the switch "
+            f"(it rolls back to {source} if {target} fails its proofs), or `systemctl enable "
+            f"--now {old}` on the guest to serve {source} again"
         )
-
-    def target_state(self) -> str:
-        return "loading or serving" if "answers" not in self.stage else "serving"
 
     def roll_back(self, failure: BaseException) -> None:
         """Stop the new unit, free the GPUs, serve the previous model again; always raises."""
@@ -114,7 +120,7 @@ class SwitchGuard:
         source = self.source
         assert source is not None
         say(f"ROLLBACK: {self.plan.target} failed ({why.splitlines()[0]}); back to {source.model}")
-        self.stage = f"rolling back to {source.model}"
+        self.stage = "rolling back"
         try:
             with interruptible(f"the rollback to {source.model}"):
                 waited, lines = self._serve_source_again(source)
@@ -220,25 +226,54 @@ def switch_stop(guard: SwitchGuard):
     if not plan.switching or plan.resumed or source is None:
         host.noop("no model to stop")
         return
-    stop = f"systemctl disable --now {shlex.quote(unit_of(source))} && {guard.gpu_free}"
-    if state.is_executing:
-        guard.stopped_at = time.time()
-        if guard.source is not None:
-            guard.last_answer = last_answer(guard.source) or guard.stopped_at
-        say(f"switch {source} -> {plan.target}: staged; stopping {unit_of(source)}")
-        guard.stopping = True  # armed: the old model no longer serves from here on
-        guard.stage = f"stopping {unit_of(source)} and freeing the GPUs"
-        with rolls_back(guard):
-            ok, out = host.run_shell_command(StringCommand(stop))
-            if not ok:
-                raise OperationError(
-                    f"stopping {unit_of(source)} or freeing the GPUs failed: "
-                    + " ".join(out.stderr_lines[-5:] or out.stdout_lines[-5:])
-                )
-        guard.stage = f"{unit_of(source)} stopped, {guard.target_unit} not yet started"
-    else:
-        yield stop  # what --dry shows; executed above when the run executes
-    yield record_command(guard.record_path, plan.pending_record(time.time()))
+    pending = record_command(guard.record_path, plan.pending_record(time.time()))
+    # The record says "pending" before the old unit stops: a run that dies in between is
+    # finished (or rolled back) by the next one.
+    stop = (
+        f"{pending} && systemctl disable --now {shlex.quote(unit_of(source))} && {guard.gpu_free}"
+    )
+    if not state.is_executing:
+        yield stop  # what --dry shows; run below, under the guard, when the run executes
+        return
+    guard.stopped_at = time.time()
+    if guard.source is not None:
+        guard.last_answer = last_answer(guard.source) or guard.stopped_at
+    say(f"switch {source} -> {plan.target}: staged; stopping {unit_of(source)}")
+    guard.stopping = True  # armed: the old model no longer serves from here on
+    guard.stage = "stopping"
+    with rolls_back(guard):
+        ok, out = host.run_shell_command(StringCommand(stop))
+        if not ok:
+            raise OperationError(
+                f"stopping {unit_of(source)} or freeing the GPUs failed: "
+                + " ".join(out.stderr_lines[-5:] or out.stdout_lines[-5:])
+            )
+    guard.stage = "stopped"
+    # A change was made (a unit stopped); this read only makes pyinfra count it as one.
+    yield f"systemctl show -p ActiveState --value {shlex.quote(unit_of(source))}"
+
+
+@operation()
+def switch_start(guard: SwitchGuard, unit: str):
+    """
+    Enable and start the new model's unit, under the guard: a start that fails rolls back.
+
+    + guard: the switch in flight
+    + unit: the new model's unit
+    """
+    command = f"systemctl enable --now {shlex.quote(unit)}"
+    if not state.is_executing:
+        yield command
+        return
+    guard.stage = "starting"
+    with rolls_back(guard):
+        ok, out = host.run_shell_command(StringCommand(command))
+        if not ok:
+            raise OperationError(
+                f"{unit} did not start: " + " ".join(out.stderr_lines[-5:] or out.stdout_lines[-5:])
+            )
+    guard.stage = "loading"
+    yield f"systemctl is-enabled --quiet {shlex.quote(unit)}"
 
 
 @operation()
@@ -267,7 +302,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return [
         "=" * 60,
         f"SWITCH {summary['from']} -> {summary['to']}: done",
-        f"  staging (while {summary['from']} served): {summary['staging_s']:.0f}s",
+        (
+            f"  resumed an interrupted switch: {summary['from']} was already stopped"
+            if summary.get("resumed")
+            else f"  staging (while {summary['from']} served): {summary['staging_s']:.0f}s"
+        ),
         "  downtime (last answer -> first answer): "
         + (f"{downtime:.1f}s" if downtime is not None else "not measured"),
         f"  throughput gate: {summary['gate']}",

@@ -19,11 +19,15 @@ from llmhost.operations.switch import RollbackTarget, SwitchGuard
 from llmhost.operations.verify import CorrectnessCheck
 from llmhost.render import gpu_free_command, refcheck_path, unit_name
 from llmhost.secrets import ResolvedSecrets
-from llmhost.switching import ServingRecord, plan_switch, record_path
+from llmhost.switching import ServingRecord, failed_before, plan_switch, record_path
 from llmhost.tasks.hooks import probe_address
 from llmhost.tasks.model_stage import models_to_stage
 
 GB = 1_000_000_000
+
+
+class FailedBeforeError(PyinfraError):
+    """The target failed its proofs last time; raised before any operation."""
 
 
 class DiskSpaceError(PyinfraError):
@@ -81,10 +85,19 @@ def switch_guard(
     cfg: GuestConfig, secrets: ResolvedSecrets, record_text: str | None
 ) -> SwitchGuard:
     """The plan from the guest's record and units; printed now, so --dry shows it too."""
+    record = ServingRecord.parse(record_text)
+    failed = failed_before(record, cfg.served_model)
+    if failed and not cfg.retry_failed_switch:
+        serving = record.current or "the previous model"
+        raise FailedBeforeError(
+            f"{host.name}: {failed.splitlines()[0][:300]}\n{serving} serves. Fix the cause "
+            "and rerun with --data retry_failed_switch=true, or set served_model back; "
+            "nothing was changed"
+        )
     units = host.get_fact(LlmhostUnitStates)  # one guest command: files and states
     active = [u for u, state in units.items() if state in ("active", "activating")]
     plan = plan_switch(
-        ServingRecord.parse(record_text),
+        record,
         cfg.served_model,
         sorted(units),
         active,

@@ -16,7 +16,7 @@ from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import MARKER
-from llmhost.operations.switch import SwitchGuard, switch_stop
+from llmhost.operations.switch import SwitchGuard, switch_start, switch_stop
 from llmhost.operations.venv import SPEC_FILE
 from llmhost.render import ab_unit_name, render_env, render_unit, unit_name, unit_paths
 from llmhost.secrets import ResolvedSecrets
@@ -181,11 +181,12 @@ def vllm_service(
             restarted=True,
             _if=lambda c=changed, o=outdated: c() or bool(o),
         )
-        start = systemd.service(
-            name=f"{unit} enabled and running",
-            service=unit,
-            running=True,
-            enabled=True,
-        )
+        if model == cfg.served_model and guard.plan.switching:
+            # Under the guard: a start that fails rolls back to the previous model.
+            start = switch_start(name=f"switch: start {unit}", guard=guard, unit=unit)
+        else:
+            start = systemd.service(
+                name=f"{unit} enabled and running", service=unit, running=True, enabled=True
+            )
         restarts[model] = UnitOps(restart, start)
     return restarts

@@ -98,6 +98,11 @@ def test_a_switch_that_fails_rolls_back_by_itself(
     assert_serves_again(sandbox, A, run.output)
     assert unit_state(sandbox, model) == ("inactive", "disabled")
     assert record(sandbox)["failed"]["model"] == model
+    # The next converge does not stop the working model to try the same load again.
+    again = pyinfra(*SERVE, "--data", f"served_model={model}")
+    assert again.rc != 0 and f"{model} failed its proofs at" in again.output, again.tail()
+    assert "retry_failed_switch=true" in again.output
+    assert "Starting operation" not in again.output
 
 
 def test_ctrl_c_during_a_switch_says_where_it_stands_and_the_rerun_finishes_it(
@@ -107,8 +112,10 @@ def test_ctrl_c_during_a_switch_says_where_it_stands_and_the_rerun_finishes_it(
     rc, output, took = interrupt_when([PYINFRA, "-y", *SERVE, *data], "waiting for http://")
     assert rc != 0, output[-3000:]
     assert took <= 2.5, f"Ctrl-C took {took:.1f}s to end the run"
-    assert f"switch {A} -> {B} interrupted at:" in output, output[-3000:]
-    assert f"llmhost-{A}.service is stopped and disabled" in output
+    assert (
+        f"switch {A} -> {B} interrupted: llmhost-{A}.service is stopped and disabled; "
+        f"llmhost-{B}.service is enabled and loading" in output
+    ), output[-3000:]
     assert record(sandbox)["pending"]["from"] == A
     rerun = pyinfra(*SERVE, *data)
     assert rerun.rc == 0, rerun.tail()

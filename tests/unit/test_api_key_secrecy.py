@@ -148,19 +148,20 @@ def test_hooks_takes_the_resolved_secrets_second() -> None:
     assert params["restarts"].default is None
 
 
+@pytest.mark.parametrize("key", [KEY, "ab$cd;touch /tmp/llmhost-pwned`id`"])
 def test_the_gates_vllm_bench_serve_gets_the_key_from_the_guests_env_file(
-    tmp_path: Path,
+    tmp_path: Path, key: str
 ) -> None:
     env_file = tmp_path / "llmhost-tiny-llama.env"
-    env_file.write_text(f"VLLM_CPU_KVCACHE_SPACE=1\nVLLM_API_KEY={KEY}\n")
+    env_file.write_text(f"VLLM_CPU_KVCACHE_SPACE=1\nVLLM_API_KEY={key}\n")
     guest = GuestBench(
         "/venv/bin/python", "/opt/llmhost/bin/bench_levels.py", None, 8000, "/srv/m", str(env_file)
     )
     bench = BenchProfile(input_len=8, output_len=8, tolerance=0.5, baselines={1: 1.0})
     command = bench_command(guest, bench, "m", [1], "/tmp/x")
-    assert KEY not in command
-    assert '"${VLLM_API_KEY:-}"' in command and "OPENAI_API_KEY=" in command
-    # What the guest's shell does with it: vllm gets $OPENAI_API_KEY in its environment.
+    assert key not in command and "OPENAI_API_KEY=" in command
+    # What the guest's shell does with it: vllm gets $OPENAI_API_KEY in its environment,
+    # the key read as data (never run as shell code, whatever characters it holds).
     prefix = command.split(" HF_HUB_OFFLINE=1 ")[0]
     shown = subprocess.run(
         ["sh", "-c", f"{prefix} sh -c 'printf %s \"$OPENAI_API_KEY\"'"],
@@ -168,4 +169,5 @@ def test_the_gates_vllm_bench_serve_gets_the_key_from_the_guests_env_file(
         text=True,
         check=True,
     )
-    assert shown.stdout == KEY
+    assert shown.stdout == key
+    assert not Path("/tmp/llmhost-pwned").exists()

@@ -12,3 +12,36 @@ def test_without_a_known_total_it_says_what_was_written() -> None:
     assert progress_line("syncing venv", GB // 2, None, 10.0) == (
         "syncing venv: 0.50 GB written after 10s (50 MB/s)"
     )
+
+
+def test_progress_lines_come_while_the_command_runs(caplog) -> None:  # noqa: ANN001
+    """The reporter runs in its own greenlet, where pyinfra's host is not set by itself."""
+    import logging
+    from types import SimpleNamespace
+
+    import gevent
+    from pyinfra.context import ctx_host
+
+    from llmhost.operations.progress import run_with_progress
+
+    class Output(SimpleNamespace):
+        stdout_lines: list[str]
+        stderr_lines: list[str]
+
+    class FakeHost:
+        print_prefix = "[guest] "
+        written = 0
+
+        def run_shell_command(self, command: object) -> tuple[bool, Output]:
+            if str(command).startswith("du "):
+                self.written += 250_000_000
+                return True, Output(stdout_lines=[str(self.written)], stderr_lines=[])
+            gevent.sleep(0.35)  # the long command
+            return True, Output(stdout_lines=[], stderr_lines=[])
+
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    with ctx_host.use(FakeHost()):
+        run_with_progress("staging w", "hf download ...", ["/srv/w"], 10 * GB, every_s=0.1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("staging w: 0.25 GB of ~10.0 GB (2%) written after" in line for line in lines)
+    assert lines[-1].startswith("[guest] staging w: done in")

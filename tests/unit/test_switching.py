@@ -14,6 +14,7 @@ from llmhost.switching import (
     ServingRecord,
     SwitchPlan,
     conflicts_with,
+    failed_before,
     model_of_unit,
     plan_switch,
     unit_of,
@@ -204,3 +205,14 @@ def test_summary_lines() -> None:
 def test_only_weights_no_kept_model_uses_are_pruned() -> None:
     on_disk = ["tiny-llama", "tiny-eagle3", "tiny-llama.partial", "smollm2.partial"]
     assert weights_to_prune(on_disk, {"tiny-llama"}) == ["smollm2.partial", "tiny-eagle3"]
+
+
+def test_a_target_that_failed_and_rolled_back_is_not_retried_by_itself() -> None:
+    record = ServingRecord(
+        current="a", failed={"model": "b", "why": "correctness FAILED", "at": 1764500000}
+    )
+    assert failed_before(record, "b") == (
+        "b failed its proofs at 2025-11-30 10:53 UTC and was rolled back: correctness FAILED"
+    )
+    assert failed_before(record, "c") is None  # another target is a new switch
+    assert failed_before(ServingRecord(current="b", failed=record.failed), "b") is None
