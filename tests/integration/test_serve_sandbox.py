@@ -105,8 +105,8 @@ def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: San
     assert run.rc != 0, run.tail()
     assert "throughput below baseline for tiny-llama" in run.output, run.tail()
     assert re.search(
-        r"c=1: [\d.]+ output tok/s vs baseline 1000000\.0 \(floor 500000\.0, 0% of baseline\) "
-        r"BELOW BASELINE",
+        r"c=1: [\d.]+ output tok/s vs baseline 1000000\.0 \(floor 500000\.0, 0% of baseline; "
+        r"catalog\) BELOW BASELINE",
         run.output,
     ), run.tail()
     # Only the gate failed: every operation before it reported no change.
