@@ -34,6 +34,7 @@ from llmhost.bench.guest_bench import (  # noqa: E402
     GuestBench,
     bench_args,
     bench_command,
+    key_from,
     level_from_vllm,
     parse_levels,
 )
@@ -87,8 +88,7 @@ def cli(ssh: list[str], bench: BenchProfile, concurrency: int) -> float:
     argv += ["--max-concurrency", str(concurrency), "--num-prompts"]
     argv += [str(bench.num_prompts(concurrency)), "--save-result", "--result-filename", out]
     command = (
-        f'cd /tmp && OPENAI_API_KEY="$(set -a; . {ENV_FILE}; printf %s "$VLLM_API_KEY")" '
-        "HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu "
+        f"cd /tmp && {key_from(ENV_FILE)} HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu "
         + " ".join(shlex.quote(a) for a in argv)
         + f" >/tmp/llmhost-fidelity-v.log 2>&1; cat {out}"
     )

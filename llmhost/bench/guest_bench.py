@@ -72,6 +72,12 @@ def bench_args(bench: BenchProfile, served_name: str, port: int, tokenizer: str)
     ]
 
 
+def key_from(env_file: str) -> str:
+    """`OPENAI_API_KEY=...` for the guest's shell, read from the unit's env file: read, not
+    sourced (a key is data, whatever characters it holds), and in no argv."""
+    return f"OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {shlex.quote(env_file)})\""
+
+
 def bench_command(
     guest: GuestBench, bench: BenchProfile, served_name: str, levels: list[int], out_prefix: str
 ) -> str:
@@ -83,8 +89,7 @@ def bench_command(
     argv += ["--levels", ",".join(f"{c}:{bench.num_prompts(c)}" for c in levels)]
     argv += ["--out-prefix", out_prefix, "--"]
     argv += bench_args(bench, served_name, guest.port, guest.tokenizer)
-    # Read, not sourced: a key is data, whatever characters it holds.
-    key = f"OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {q(guest.env_file)})\""
+    key = key_from(guest.env_file)
     env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
     log = f"{out_prefix}.log"
     return (

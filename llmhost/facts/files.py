@@ -26,20 +26,6 @@ class FileText(FactBase[str | None]):
         return "\n".join(lines[1:])
 
 
-class LlmhostUnits(FactBase[list[str]]):
-    """Unit files llmhost installed (llmhost-*.service), to retire the ones data dropped."""
-
-    @staticmethod
-    def default() -> list[str]:
-        return []
-
-    def command(self) -> str:
-        return "ls -1 /etc/systemd/system/ 2>/dev/null | grep -E '^llmhost-.+\\.service$' || true"
-
-    def process(self, output: Iterable[str]) -> list[str]:
-        return sorted(line.strip() for line in output if line.strip())
-
-
 class JournalTail(FactBase[list[str]]):
     """The unit's last journal lines, printed when it fails to become ready."""
 

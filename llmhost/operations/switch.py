@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import requests
 from pydantic import SecretStr
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, operation
@@ -33,7 +32,7 @@ from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
 from llmhost.operations.rollback import rolls_back
 from llmhost.operations.verify import CorrectnessCheck
-from llmhost.readiness import auth_headers, wait_ready
+from llmhost.readiness import auth_headers, probe_once, wait_ready
 from llmhost.switching import ServingRecord, SwitchPlan, unit_of
 
 
@@ -198,17 +197,10 @@ def record_command(path: str, record: ServingRecord) -> str:
 
 
 def last_answer(source: RollbackTarget) -> float | None:
-    """A one-token completion from the old model just before it stops: downtime starts here."""
-    try:
-        resp = requests.post(
-            f"{source.base_url}/v1/completions",
-            json={"model": source.served_name, "prompt": "ping", "max_tokens": 1},
-            headers=auth_headers(source.api_key),
-            timeout=10,
-        )
-    except requests.RequestException:
-        return None
-    return time.time() if resp.status_code == 200 else None
+    """The old model's last answer (readiness's probe: a one-token completion) just before it
+    stops: downtime starts here."""
+    answered = probe_once(source.base_url, source.served_name, headers=auth_headers(source.api_key))
+    return time.time() if answered.ready else None
 
 
 @operation()

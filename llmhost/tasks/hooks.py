@@ -11,6 +11,7 @@ value only inside them, so no pyinfra output (also at -vvv) can show it.
 
 from __future__ import annotations
 
+from pydantic import SecretStr
 from pyinfra import host
 from pyinfra.api import deploy
 
@@ -67,17 +68,7 @@ def hooks(
             guard=guard,
         )
         if cfg.verify.correctness and profile.correctness:
-            check = CorrectnessCheck(
-                base_url=base_url,
-                served_name=served,
-                model=model,
-                correctness=profile.correctness,
-                model_dir=unit_paths(cfg, model).model_dir,
-                python=f"{cfg.venv_dir}/bin/python",
-                refcheck=refcheck_path(cfg),
-                reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
-                api_key=api_key,
-            )
+            check = correctness_check(cfg, model, base_url, api_key)
             correct(name=f"correctness of {model}", check=check, guard=guard)
         bench = cfg.bench_for(model)
         if bench and (cfg.verify.throughput_gate or has_ab_unit(cfg, model)):
@@ -101,6 +92,25 @@ def hooks(
                 else None,
             )
             prove_throughput(cfg, run, restarts.get(model), guard)
+
+
+def correctness_check(
+    cfg: GuestConfig, model: str, base_url: str, api_key: SecretStr | None
+) -> CorrectnessCheck:
+    """The correctness probe of `model` at `base_url`: the hooks' and a rollback's."""
+    profile = cfg.profile_for(model)
+    assert profile.correctness is not None
+    return CorrectnessCheck(
+        base_url=base_url,
+        served_name=str(profile.served_name),
+        model=model,
+        correctness=profile.correctness,
+        model_dir=unit_paths(cfg, model).model_dir,
+        python=f"{cfg.venv_dir}/bin/python",
+        refcheck=refcheck_path(cfg),
+        reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
+        api_key=api_key,
+    )
 
 
 def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:

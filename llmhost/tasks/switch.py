@@ -16,11 +16,10 @@ from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
 from llmhost.operations.models import MARKER, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
-from llmhost.operations.verify import CorrectnessCheck
-from llmhost.render import gpu_free_command, refcheck_path, unit_name
+from llmhost.render import gpu_free_command, unit_name
 from llmhost.secrets import ResolvedSecrets
 from llmhost.switching import ServingRecord, failed_before, plan_switch, record_path
-from llmhost.tasks.hooks import probe_address
+from llmhost.tasks.hooks import correctness_check, probe_address
 from llmhost.tasks.model_stage import models_to_stage
 
 GB = 1_000_000_000
@@ -60,17 +59,7 @@ def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> R
     base_url = f"http://{probe_address(cfg)}:{cfg.port}"
     check = None
     if cfg.verify.correctness and profile.correctness:
-        check = CorrectnessCheck(
-            base_url=base_url,
-            served_name=str(profile.served_name),
-            model=model,
-            correctness=profile.correctness,
-            model_dir=f"{cfg.models_dir}/{profile.weights_id}",
-            python=f"{cfg.venv_dir}/bin/python",
-            refcheck=refcheck_path(cfg),
-            reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
-            api_key=secrets.api_key,
-        )
+        check = correctness_check(cfg, model, base_url, secrets.api_key)
     return RollbackTarget(
         model=model,
         base_url=base_url,

@@ -26,16 +26,6 @@ from llmhost.tasks.model_stage import models_to_stage
 DROPIN_NAME = "llmhost-one-model.conf"
 
 
-def wanted_units(cfg: GuestConfig) -> set[str]:
-    """Serving units, plus the A/B reference unit of each model that has a draft."""
-    units = set()
-    for model, _ in cfg.units_and_ports():
-        units.add(unit_name(model))
-        if has_ab_unit(cfg, model):
-            units.add(ab_unit_name(model))
-    return units
-
-
 def has_ab_unit(cfg: GuestConfig, model: str) -> bool:
     return cfg.profile_for(model).speculative is not None and cfg.verify.draft_ab != "never"
 
