@@ -107,7 +107,8 @@ class SideTraffic:
     """Short completions back to back: requests that join and leave the probe's batch.
 
     Lengths 1, 3 and 8 tokens so that some finish while a probe prompt decodes and others
-    arrive in the middle of it. Their answers are not judged; errors are only counted.
+    arrive in the middle of it. Their answers are not judged; only answered ones count as
+    traffic (`answered`), and a pass that got none proved nothing.
     The thread and its event are made when it is built, not at import: under pyinfra,
     gevent patches `threading` after this module may have been imported.
     """
@@ -120,6 +121,7 @@ class SideTraffic:
         self.served_name, self.headers = served_name, dict(headers)
         self.stop = threading.Event()
         self.sent = 0
+        self.answered = 0
         self._thread = threading.Thread(target=self.run, daemon=True, name="llmhost-side")
 
     def start(self) -> None:
@@ -143,7 +145,8 @@ class SideTraffic:
                     "temperature": 1.0,
                 }
                 with contextlib.suppress(requests.RequestException):
-                    session.post(self.url, json=body, headers=self.headers, timeout=30)
+                    resp = session.post(self.url, json=body, headers=self.headers, timeout=30)
+                    self.answered += resp.ok
                 self.sent += 1
                 self.stop.wait(self.PAUSE_S)
 

