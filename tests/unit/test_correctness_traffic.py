@@ -110,7 +110,7 @@ def check_against(fake: FakeVLLM, expect: str) -> CorrectnessCheck:
 
 def test_under_traffic_asks_every_round_and_names_the_side_requests():
     with FakeVLLM() as fake:
-        lines = check_against(fake, "Paris").run_under_traffic(3)
+        lines = check_against(fake, "Paris").run_under_traffic()
     assert lines.startswith("under traffic (")
     assert " side requests): 3/3 golden answers found" in lines
     assert int(lines.split("(")[1].split()[0]) >= 1
@@ -118,7 +118,7 @@ def test_under_traffic_asks_every_round_and_names_the_side_requests():
 
 def test_under_traffic_fails_on_a_wrong_answer():
     with FakeVLLM(text=" Lyon") as fake, pytest.raises(OperationError) as failed:
-        check_against(fake, "Paris").run_under_traffic(2)
+        check_against(fake, "Paris").run_under_traffic()
     message = str(failed.value)
     assert message.startswith("correctness under traffic (")
     assert "FAILED for drill" in message
@@ -135,4 +135,4 @@ def test_under_traffic_fails_when_no_side_request_was_answered():
         probe = check_against(fake, "Paris")
         fields = {name: getattr(probe, name) for name in probe.__dataclass_fields__}
         with pytest.raises(OperationError, match="none of [0-9]+ side requests"):
-            Elsewhere(**fields).run_under_traffic(1)
+            Elsewhere(**fields).run_under_traffic()
