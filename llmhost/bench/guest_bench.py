@@ -38,6 +38,7 @@ class GuestBench:
     tokenizer: str  # the weights directory (its tokenizer makes the random prompts)
     env_file: str  # the unit's env file: VLLM_API_KEY=...
     env: tuple[str, ...] = ()  # extra KEY=value for the run (e.g. VLLM_TARGET_DEVICE=cpu)
+    cpus: str | None = None  # `taskset -c` list: the front end's CPUs, off the engine's cores
 
 
 def bench_args(bench: BenchProfile, served_name: str, port: int, tokenizer: str) -> list[str]:
@@ -92,8 +93,9 @@ def bench_command(
     key = key_from(guest.env_file)
     env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
     log = f"{out_prefix}.log"
+    pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
     return (
-        f"cd /tmp && {key} {env} timeout 3600 "
+        f"cd /tmp && {key} {env} timeout 3600 {pin}"
         + " ".join(q(a) for a in argv)
         + f" >{q(log)} 2>&1; rc=$?; grep '^LLMHOST-BENCH ' {q(log)}; "
         f"[ $rc = 0 ] || {{ tail -n 30 {q(log)} >&2; exit $rc; }}"

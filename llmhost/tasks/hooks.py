@@ -129,6 +129,7 @@ def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
         tokenizer=paths.model_dir,
         env_file=paths.env_file,
         env=("VLLM_TARGET_DEVICE=cpu",) if cpu else (),
+        cpus=cfg.frontend_cpus,
     )
 
 

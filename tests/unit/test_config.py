@@ -8,6 +8,8 @@ import pytest
 
 from llmhost.config.guest import GuestConfig
 from llmhost.config.loading import ConfigError, validate
+from llmhost.render import render_env, render_unit
+from llmhost.tasks.hooks import guest_bench
 
 SANDBOX: dict[str, Any] = {
     "host_profile": "sandbox",
@@ -159,6 +161,30 @@ BAD_INPUTS = [
         ["secrets.hf_token.env"],
     ),
     (
+        "front end cpus on a cuda host",
+        LAB_LXC,
+        {"frontend_cpus": "0-3"},
+        ["frontend_cpus: only for accelerator 'cpu'"],
+    ),
+    (
+        "front end cpus beside vLLM's automatic binding",
+        SANDBOX,
+        {"frontend_cpus": "1"},
+        ["frontend_cpus: needs cpu_threads_bind as CPU lists", "'auto'"],
+    ),
+    (
+        "front end cpus on the engine's cores",
+        SANDBOX,
+        {"cpu_threads_bind": "0-2|3-5", "frontend_cpus": "5,6"},
+        ["frontend_cpus: CPUs [5] are also in cpu_threads_bind '0-2|3-5'"],
+    ),
+    (
+        "front end cpus not a cpu list",
+        SANDBOX,
+        {"cpu_threads_bind": "0", "frontend_cpus": "one"},
+        ["frontend_cpus:", "'one'"],
+    ),
+    (
         "package index not a url",
         SANDBOX,
         {"package_sources": {"index_url": "pypi"}},
@@ -194,3 +220,14 @@ def test_a_refused_secret_is_never_echoed() -> None:
     with pytest.raises(ConfigError) as err:
         load(SANDBOX, secrets={"api_key": "sk-literal-secret-1234"})
     assert "sk-literal-secret-1234" not in str(err.value)
+
+
+def test_the_front_end_is_kept_off_the_engines_cores() -> None:
+    cfg = load(SANDBOX, cpu_threads_bind="0-2", frontend_cpus="3")
+    unit, env = render_unit(cfg, "tiny-llama", 8000), render_env(cfg, "tiny-llama")
+    assert "\nCPUAffinity=3\n" in unit
+    assert "VLLM_CPU_OMP_THREADS_BIND=0-2\n" in env
+    assert guest_bench(cfg, "tiny-llama", 8000).cpus == "3"
+    plain = load(SANDBOX)
+    assert "CPUAffinity" not in render_unit(plain, "tiny-llama", 8000)
+    assert guest_bench(plain, "tiny-llama", 8000).cpus is None

@@ -35,6 +35,13 @@ def test_the_command_measures_at_localhost_with_the_profiles_settings() -> None:
     assert "VLLM_API_KEY" not in " ".join(argv)
 
 
+def test_the_client_runs_on_the_front_ends_cpus_when_they_are_set() -> None:
+    pinned = GuestBench(**{**GUEST.__dict__, "cpus": "1"})
+    command = bench_command(pinned, BENCH, "tiny-llama", [8], "/tmp/out")
+    assert f"timeout 3600 taskset -c 1 {GUEST.python} " in command
+    assert "taskset" not in bench_command(GUEST, BENCH, "tiny-llama", [8], "/tmp/out")
+
+
 def test_the_saved_json_becomes_a_level_result() -> None:
     config = RunConfig("http://127.0.0.1:8000", "tiny-llama", 128, 64, 8, 32, 2, 0)
     data = {
