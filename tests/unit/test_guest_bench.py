@@ -4,6 +4,7 @@ key never in argv), and its saved JSON read back under the same field names."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 
 from llmhost.bench.guest_bench import GuestBench, bench_command, level_from_vllm, parse_levels
 from llmhost.bench.result import RunConfig
@@ -36,9 +37,9 @@ def test_the_command_measures_at_localhost_with_the_profiles_settings() -> None:
 
 
 def test_the_client_runs_on_the_front_ends_cpus_when_they_are_set() -> None:
-    pinned = GuestBench(**{**GUEST.__dict__, "cpus": "1"})
+    pinned = replace(GUEST, cpus="0-3,8")
     command = bench_command(pinned, BENCH, "tiny-llama", [8], "/tmp/out")
-    assert f"timeout 3600 taskset -c 1 {GUEST.python} " in command
+    assert f"timeout 3600 taskset -c 0-3,8 {GUEST.python} " in command
     assert "taskset" not in bench_command(GUEST, BENCH, "tiny-llama", [8], "/tmp/out")
 
 

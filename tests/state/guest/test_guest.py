@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmhost.config.guest import GuestConfig
+from llmhost.config.guest import GuestConfig, cpu_ids
 from llmhost.operations.models import MARKER
 from llmhost.render import unit_paths
 
@@ -63,3 +63,35 @@ def test_model_weights_are_staged_and_readable(host, cfg: GuestConfig) -> None:
         assert host.file(f"{model_dir}/config.json").exists
         weights = host.file(f"{model_dir}/model.safetensors")
         assert weights.exists and weights.mode & 0o004, "weights not readable by the service"
+
+
+# One line a thread of the unit's processes: "<its process's name>\t<Cpus_allowed_list>"
+# (a thread's own name is often "python" or "ZMQbg/IO/0", whatever its process). The unit's
+# processes are those whose unified-hierarchy line ("0::<cgroup>") names its cgroup: that line
+# exists under cgroup v2 and under the hybrid layout LXC guests on older hosts get, where
+# /sys/fs/cgroup<cgroup> does not. A unit without a cgroup (not running) fails.
+THREAD_CPUS = (
+    'cg=$(systemctl show -P ControlGroup {unit}); [ -n "$cg" ] || exit 1; '
+    'for p in /proc/[0-9]*; do grep -qxF "0::$cg" $p/cgroup 2>/dev/null || continue; '
+    "name=$(cat $p/comm); for t in $p/task/*; do "
+    'printf "%s\\t%s\\n" "$name" "$(sed -n \'s/^Cpus_allowed_list:\\t//p\' $t/status)"; '
+    "done; done"
+)
+
+
+def test_only_the_engines_threads_run_on_the_engines_cpus(host, cfg: GuestConfig) -> None:
+    if cfg.frontend_cpus is None:
+        pytest.skip(f"{cfg.host_name} sets no frontend_cpus: vLLM places its own processes")
+    engine, front = cfg.engine_cpus(), cpu_ids(cfg.frontend_cpus)
+    for model, _ in cfg.units_and_ports():
+        lines = host.check_output(THREAD_CPUS.format(unit=unit_paths(cfg, model).unit_name))
+        # A thread that ended while listed has no status left: skipped.
+        threads = [line.split("\t") for line in lines.splitlines() if line.count("\t") == 1]
+        threads = [(name, cpu_ids(cpus)) for name, cpus in threads if cpus]
+        on_engine = [(name, cpus) for name, cpus in threads if cpus & engine]
+        # The engine's threads, bound within its CPUs, and every one of them used.
+        assert all(n.startswith("VLLM::Worker") and c <= engine for n, c in on_engine), on_engine
+        assert set().union(*(c for _, c in on_engine)) == engine, on_engine
+        # Everything else (API server, scheduler, the worker's other threads): the front end's.
+        rest = [(name, cpus) for name, cpus in threads if not cpus & engine]
+        assert rest and all(cpus <= front for _, cpus in rest), rest
