@@ -426,6 +426,17 @@ def api_key() -> str:
     return API_KEY_FILE.read_text().strip()
 
 
+def containers_on_bridge() -> list[str]:
+    """The running containers whose network is the sandbox's bridge (the stand-in's too)."""
+    link = f"lxc.net.0.link = {BRIDGE}"
+    running = _run(["lxc-ls", "--running", "-1"], check=False).stdout.split()
+    return [
+        name
+        for name in running
+        if link in Path(f"/var/lib/lxc/{name}/config").read_text(errors="replace").splitlines()
+    ]
+
+
 def down() -> None:
     if container_exists():
         _run(["lxc-stop", "-n", CONTAINER, "-k"], check=False)
@@ -433,6 +444,11 @@ def down() -> None:
         log(f"destroyed {CONTAINER}")
     for name in ("wheels", "proxpi", "apt-cacher-ng"):
         _stop(name)
+    # A container left running on a deleted bridge keeps a veth to nowhere: the next
+    # `sandbox up` makes a new bridge and `standin up`, finding it running, cannot reach it.
+    for name in containers_on_bridge():
+        _run(["lxc-stop", "-n", name, "-k"], check=False)
+        log(f"stopped {name} (its network is {BRIDGE})")
     if _run(["ip", "link", "show", BRIDGE], check=False).returncode == 0:
         _run(["ip", "link", "del", BRIDGE])
         log(f"removed bridge {BRIDGE}")
