@@ -12,9 +12,15 @@ discarded warm-up. Both clients run where the gate's runs run: on the front end'
 (group_data's `frontend_cpus`), off the engine's core. Before that placement, single runs of
 the *same* tool scattered +-5-15% here (the client and vLLM's API server landed on the
 engine's core and stalled its OpenMP threads) and no number of rounds brought every cell
-inside; with it, runs scatter 1-2% and `make bench`'s 2 rounds read 4 of 4 inside. It is
-printed, not gated: `python benchmarks/bench_fidelity.py 8` runs 8 rounds for the committed
-figure.
+inside; with it, runs scatter 1-2% and every cell lands inside. A cell outside is measured
+once more, in fresh rounds; outside again, it fails the benchmark (exit 1) and so `make test`:
+the gate's figure is no longer vLLM's. Why confirm: 3-round cells scatter with a standard
+deviation of about 0.01 (16 committed cells, 0.975-1.010), so noise alone puts one of four
+cells outside in a few runs of a hundred, twice in a row almost never, while a real offset
+(the drill's 0.88-0.91) fails both. The JSON keeps both measurements.
+`python benchmarks/bench_fidelity.py 8` runs 8 rounds. Its drill, `--drill-gate-cpus 0`, runs
+only the gate path's client on the engine's core (where it ran before the placement): the gate
+reads low and the cells leave the band.
 
 The control machine's client (`verify.load_generator = "control"`, an end-to-end figure)
 is not part of the grid: it measured 0.5-0.6 of the server at short outputs (issue 10).
@@ -22,6 +28,8 @@ is not part of the grid: it measured 0.5-0.6 of the server at short outputs (iss
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import platform
 import shlex
@@ -52,7 +60,6 @@ from llmhost.testbed.sandbox import load_state, ssh_command  # noqa: E402
 
 MODEL = "tiny-llama"  # the sandbox's default model, served when `make bench` runs
 INPUT_LEN, CONCURRENCIES, OUTPUT_LENS = 256, (1, 8), (64, 512)
-ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 2  # `bench_fidelity.py 8`: more rounds
 # Output tokens a run generates: ~4 s of work at each concurrency on the 2-core sandbox.
 # The gate's own runs are shorter (its profile's prompt counts); a 1-second run scatters
 # +-5% here, which is noise of the clock, not of the method this benchmark checks.
@@ -106,15 +113,23 @@ def cli(ssh: list[str], guest: GuestBench, bench: BenchProfile, concurrency: int
     return float(data["output_throughput"])
 
 
-def cell(ssh: list[str], guest: GuestBench, concurrency: int, output_len: int) -> dict:
+def cell(
+    ssh: list[str],
+    guests: tuple[GuestBench, GuestBench],
+    rounds: int,
+    concurrency: int,
+    output_len: int,
+) -> dict:
+    """One cell in paired rounds; guests: the gate path's and the CLI's (differ in a drill)."""
+    gate_guest, cli_guest = guests
     bench = profile(output_len, concurrency)
     # Discarded: the first run at new shapes is slower (seen: 1,847 then 2,388-2,582 tok/s).
-    warmup = gate_path(ssh, guest, bench, concurrency)
-    gate, vllm = [gate_path(ssh, guest, bench, concurrency)], []
-    for _ in range(ROUNDS):
-        vllm.append(cli(ssh, guest, bench, concurrency))
-        gate.append(gate_path(ssh, guest, bench, concurrency))
-    ratios = [statistics.geometric_mean(gate[r : r + 2]) / vllm[r] for r in range(ROUNDS)]
+    warmup = gate_path(ssh, gate_guest, bench, concurrency)
+    gate, vllm = [gate_path(ssh, gate_guest, bench, concurrency)], []
+    for _ in range(rounds):
+        vllm.append(cli(ssh, cli_guest, bench, concurrency))
+        gate.append(gate_path(ssh, gate_guest, bench, concurrency))
+    ratios = [statistics.geometric_mean(gate[r : r + 2]) / vllm[r] for r in range(rounds)]
     ratio = statistics.geometric_mean(ratios)
     inside = TARGET[0] <= ratio <= TARGET[1]
     print(
@@ -135,7 +150,22 @@ def cell(ssh: list[str], guest: GuestBench, concurrency: int, output_len: int) -
     }
 
 
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=3, help="paired rounds a cell")
+    parser.add_argument(
+        "--drill-gate-cpus",
+        metavar="CPUS",
+        help="drill: run the gate path's client on these CPUs (0, the engine's): must fail",
+    )
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("rounds: at least 1")
+    return args
+
+
 def main() -> int:
+    args = parse_args()
     state = load_state()
     ssh = ssh_command(Path(state.ssh_key))
     # The gate's own GuestBench for the sandbox's group_data: venv, shim, port, env, CPUs.
@@ -143,20 +173,45 @@ def main() -> int:
     if cfg.served_model != MODEL:
         raise SystemExit(f"bench_fidelity measures {MODEL}; the sandbox serves {cfg.served_model}")
     guest = guest_bench(cfg, MODEL, cfg.port)
-    cells = [cell(ssh, guest, c, out) for out in OUTPUT_LENS for c in CONCURRENCIES]
+    gate_guest = guest
+    if args.drill_gate_cpus:
+        gate_guest = dataclasses.replace(guest, cpus=args.drill_gate_cpus)
+        print(f"bench_fidelity: DRILL, the gate path's client on CPUs {args.drill_gate_cpus}")
+    guests = (gate_guest, guest)
+    cells = [cell(ssh, guests, args.rounds, c, o) for o in OUTPUT_LENS for c in CONCURRENCIES]
+    for found in cells:
+        found["passed"] = found["inside"]
+        if not found["inside"]:
+            where = (found["max_concurrency"], found["output_len"])
+            print(
+                f"c={where[0]} out={where[1]}: outside, measured once more to confirm", flush=True
+            )
+            found["confirmation"] = cell(ssh, guests, args.rounds, *where)
+            found["passed"] = found["confirmation"]["inside"]
     result = {
         "benchmark": "bench_fidelity",
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": platform.node(),
-        "settings": {"input_len": INPUT_LEN, "rounds": ROUNDS, "model": MODEL},
+        "settings": {"input_len": INPUT_LEN, "rounds": args.rounds, "model": MODEL},
         "measured_by": "both on the guest against 127.0.0.1",
         "client_cpus": guest.cpus,
+        "drill_gate_cpus": args.drill_gate_cpus,
         "cells": cells,
         "target": list(TARGET),
-        "all_inside": all(c["inside"] for c in cells),
+        "all_inside": all(c["passed"] for c in cells),
     }
-    path = save_benchmark("bench-fidelity", result, REPO / "benchmarks" / "results")
-    print(f"bench_fidelity: {sum(c['inside'] for c in cells)}/{len(cells)} cells inside; {path}")
+    name = "bench-fidelity-drill" if args.drill_gate_cpus else "bench-fidelity"
+    path = save_benchmark(name, result, REPO / "benchmarks" / "results")
+    print(f"bench_fidelity: {sum(c['passed'] for c in cells)}/{len(cells)} cells inside; {path}")
+    if not result["all_inside"]:
+        outside = ", ".join(
+            f"c={c['max_concurrency']} out={c['output_len']} {c['ratio']:.3f} then "
+            f"{c['confirmation']['ratio']:.3f}"
+            for c in cells
+            if not c["passed"]
+        )
+        print(f"bench_fidelity: FAILED, outside {TARGET[0]}-{TARGET[1]}: {outside}", flush=True)
+        return 1
     return 0
 
 
