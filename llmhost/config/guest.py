@@ -34,7 +34,7 @@ CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
 }
 
 
-# Above the kernel's largest CONFIG_NR_CPUS on x86-64: a typo, not a CPU.
+# The largest id under the kernel's largest CONFIG_NR_CPUS (8192) on x86-64; above it, a typo.
 MAX_CPU_ID = 8191
 
 

@@ -427,14 +427,17 @@ def api_key() -> str:
 
 
 def containers_on_bridge() -> list[str]:
-    """The running containers whose network is the sandbox's bridge (the stand-in's too)."""
-    link = f"lxc.net.0.link = {BRIDGE}"
+    """The running containers with a network on the sandbox's bridge (the stand-in's too).
+    Asked of LXC (`lxc-info -c`), not read from a config file that may live elsewhere."""
+    if shutil.which("lxc-ls") is None:
+        return []
     running = _run(["lxc-ls", "--running", "-1"], check=False).stdout.split()
-    return [
-        name
-        for name in running
-        if link in Path(f"/var/lib/lxc/{name}/config").read_text(errors="replace").splitlines()
-    ]
+    found = []
+    for name in running:
+        link = _run(["lxc-info", "-n", name, "-c", "lxc.net.0.link"], check=False).stdout
+        if link.partition("=")[2].strip() == BRIDGE:  # "lxc.net.0.link = llmhbr0"
+            found.append(name)
+    return found
 
 
 def down() -> None:
