@@ -62,17 +62,22 @@ def _cpu_list(value: str) -> str:
     return value
 
 
+def bound_cpus(threads_bind: str) -> set[int]:
+    """The CPUs a VLLM_CPU_OMP_THREADS_BIND value binds the engine to, every rank's: empty for
+    'auto' (vLLM decides) and 'nobind'. ValueError for a value vLLM would not read."""
+    if threads_bind in ("auto", "nobind"):
+        return set()
+    try:
+        return set().union(*(cpu_ids(rank) for rank in threads_bind.split("|")))
+    except ValueError as exc:
+        raise ValueError(
+            f"{threads_bind!r} is 'auto', 'nobind' or CPU lists joined by '|', one a rank "
+            f"(e.g. '0-3|4-7'): {exc}"
+        ) from None
+
+
 def _threads_bind(value: str) -> str:
-    """VLLM_CPU_OMP_THREADS_BIND: 'auto', 'nobind', or one CPU list a rank joined by '|'."""
-    if value not in ("auto", "nobind"):
-        try:
-            for rank in value.split("|"):
-                cpu_ids(rank)
-        except ValueError as exc:
-            raise ValueError(
-                f"{value!r} is 'auto', 'nobind' or CPU lists joined by '|', one a rank "
-                f"(e.g. '0-3|4-7'): {exc}"
-            ) from None
+    bound_cpus(value)
     return value
 
 
@@ -382,9 +387,7 @@ class GuestConfig(Strict):
     def engine_cpus(self) -> set[int]:
         """The CPUs cpu_threads_bind binds the engine to (every rank); empty when vLLM decides
         ('auto', unset) or binds nothing ('nobind')."""
-        if self.cpu_threads_bind in (None, "auto", "nobind"):
-            return set()
-        return set().union(*(cpu_ids(rank) for rank in str(self.cpu_threads_bind).split("|")))
+        return set() if self.cpu_threads_bind is None else bound_cpus(self.cpu_threads_bind)
 
     def units_and_ports(self) -> list[tuple[str, int]]:
         return [(self.served_model, self.port)] + [(u.model, u.port) for u in self.extra_units]
