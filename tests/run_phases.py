@@ -1,0 +1,241 @@
+"""`make test` as timed phases: each phase's duration printed and saved, a day's speed beside them.
+
+Why: a suite that needs 42 minutes on a good day times CI out on a slow one, and a slow day
+must be told apart from a slow change. So the suite runs as named phases (unit, each
+integration module, language, state, each benchmark, the VM), each timed; a reference figure
+for the machine's speed that day (`pyinfra <guest> exec -- true`, median of 3, before and after)
+is printed with them; the whole is saved as JSON under the results directory (untracked). Every
+phase runs even when an earlier one failed, so one run names every failure; the exit code is 1
+when any phase failed. Past the 40-minute budget the runner says so, once when it crosses it
+and again in its last line. Standard library only: it runs with the project's venv Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+PYINFRA = str(Path(PY).with_name("pyinfra"))
+BUDGET_S = 40 * 60  # the suite's budget on a normal day (DEVELOPERS brief, issue 19)
+SANDBOX_IP = "10.99.0.12"
+STANDIN_IP = "10.99.0.13"
+SSH_CONFIG = ".sandbox/ssh_config"
+PYTEST = [PY, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--durations=10"]
+
+
+def results_dir() -> Path:
+    """Where runs write what they measure: $LLMHOST_RESULTS_DIR, else <repo>/results (ignored)."""
+    return Path(os.environ.get("LLMHOST_RESULTS_DIR", REPO / "results"))
+
+
+# make test-vm's steps, with the pytest run's JUnit XML kept ({junit}): build and boot the
+# GRUB VM, run its tests, stop it whatever they did.
+VM_SCRIPT = (
+    "tests/vm/build_vm.sh stop; tests/vm/build_vm.sh build && tests/vm/build_vm.sh start && "
+    + " ".join(PYTEST)
+    + " tests/vm --junitxml={junit}; rc=$?; tests/vm/build_vm.sh stop; exit $rc"
+)
+
+
+@dataclass
+class Phase:
+    name: str
+    argv: list[str]
+    junit: bool = False  # a pytest phase: its per-test times are read back from JUnit XML
+
+
+@dataclass
+class Outcome:
+    name: str
+    seconds: float
+    rc: int
+    slowest_tests: list[dict[str, object]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)  # pytest's passed/failed/skipped
+
+
+def pytest_phase(name: str, *args: str) -> Phase:
+    return Phase(name, [*PYTEST, *args], junit=True)
+
+
+def phases() -> list[Phase]:
+    """The suite, in order: no target, then the sandbox site, then benchmarks, then the VM."""
+    guest = ["--hosts=ssh://" + SANDBOX_IP, "--ssh-config=" + SSH_CONFIG]
+    host = ["--hosts=ssh://" + STANDIN_IP, "--ssh-config=" + SSH_CONFIG]
+    integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
+    return [
+        pytest_phase("unit", "tests/unit"),
+        *(pytest_phase(f"integration/{p.stem}", str(p.relative_to(REPO))) for p in integration),
+        pytest_phase("language", "tests/language"),
+        pytest_phase("state/guest", "tests/state/guest", *guest),
+        pytest_phase("state/host", "tests/state/host", *host),
+        Phase("bench/converge", [PY, "benchmarks/converge.py"]),
+        Phase("bench/switch_downtime", [PY, "benchmarks/switch_downtime.py"]),
+        Phase("vm", ["bash", "-c", VM_SCRIPT], junit=True),
+    ]
+
+
+def exec_true_seconds(runs: int = 3) -> float | None:
+    """The day's speed: median wall time of `pyinfra <guest> exec -- true` (connect + one
+    command); None when the guest cannot be reached (the phases will say why)."""
+    key = REPO / ".sandbox" / "id_ed25519"
+    argv = [
+        *(PYINFRA, "-y", SANDBOX_IP, "--ssh-user", "root", "--ssh-key", str(key)),
+        *("--data", "ssh_strict_host_key_checking=no"),
+        *("--data", "ssh_known_hosts_file=/dev/null", "exec", "--", "true"),
+    ]
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            return None
+        times.append(time.perf_counter() - start)
+    return round(statistics.median(times), 3)
+
+
+def slowest_tests(junit: Path, top: int = 10) -> list[dict[str, object]]:
+    if not junit.exists():
+        return []
+    cases = [
+        {"test": f"{c.get('classname')}::{c.get('name')}", "seconds": float(c.get("time", 0))}
+        for c in ET.parse(junit).iter("testcase")
+    ]
+    return sorted(cases, key=lambda c: -c["seconds"])[:top]
+
+
+def test_counts(junit: Path) -> dict[str, int]:
+    """passed / failed / skipped of one pytest phase, from its JUnit XML (errors count as
+    failed); empty when pytest wrote none (it did not start)."""
+    if not junit.exists():
+        return {}
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for suite in ET.parse(junit).iter("testsuite"):
+        tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        counts["failed"] += failed
+        counts["skipped"] += skipped
+        counts["passed"] += tests - failed - skipped
+    return counts
+
+
+def run_phase(phase: Phase, scratch: Path) -> Outcome:
+    argv = list(phase.argv)
+    junit = scratch / (phase.name.replace("/", "--") + ".xml")
+    if phase.junit and any("{junit}" in a for a in argv):
+        argv = [a.replace("{junit}", str(junit)) for a in argv]
+    elif phase.junit:
+        argv.append(f"--junitxml={junit}")
+    print(f"\n[make test] === {phase.name}", flush=True)
+    start = time.monotonic()
+    rc = subprocess.run(argv, cwd=REPO).returncode
+    took = time.monotonic() - start
+    if not phase.junit:
+        return Outcome(phase.name, round(took, 1), rc)
+    return Outcome(phase.name, round(took, 1), rc, slowest_tests(junit), test_counts(junit))
+
+
+def fmt(seconds: float) -> str:
+    return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
+
+
+def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None]) -> str:
+    lines = ["", "[make test] phases:"]
+    for o in outcomes:
+        verdict = "ok" if o.rc == 0 else f"FAILED (exit {o.rc})"
+        lines.append(f"  {o.name:<44} {fmt(o.seconds):>7}  {verdict}")
+    lines.append(
+        "[make test] machine speed: pyinfra exec -- true "
+        f"{speed['before']}s before, {speed['after']}s after "
+        "(about 0.6 s on a normal day; twice that is a slow day)"
+    )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", default=[], help="run phases starting so")
+    args = parser.parse_args()
+    out_dir = results_dir() / "make-test"
+    scratch = out_dir / "junit"
+    scratch.mkdir(parents=True, exist_ok=True)
+    wanted = tuple(args.only)
+    selected = [p for p in phases() if not wanted or p.name.startswith(wanted)]
+    start = time.monotonic()
+    speed: dict[str, float | None] = {"before": exec_true_seconds(), "after": None}
+    print(f"[make test] machine speed: pyinfra exec -- true {speed['before']}s", flush=True)
+    outcomes: list[Outcome] = []
+    warned = False
+    interrupted = None
+    for phase in selected:
+        try:
+            outcomes.append(run_phase(phase, scratch))
+        except KeyboardInterrupt:  # CI's own timeout sends SIGINT: still say where it stood
+            interrupted = phase.name
+            print(f"[make test] interrupted during {phase.name}", flush=True)
+            break
+        elapsed = time.monotonic() - start
+        print(
+            f"[make test] {phase.name}: {fmt(outcomes[-1].seconds)}, {fmt(elapsed)} so far",
+            flush=True,
+        )
+        if elapsed > BUDGET_S and not warned:
+            warned = True
+            print(f"[make test] WARNING: past the {BUDGET_S // 60}-minute budget", flush=True)
+    if interrupted is None:
+        speed["after"] = exec_true_seconds()
+    total = time.monotonic() - start
+    failed = [o.name for o in outcomes if o.rc != 0]
+    totals = {k: sum(o.counts.get(k, 0) for o in outcomes) for k in ("passed", "failed", "skipped")}
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    record = {
+        "benchmark": "make-test-phases",
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_sha": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip(),
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "exec_true_median_s": speed,
+        "total_s": round(total, 1),
+        "budget_s": BUDGET_S,
+        "failed": failed,
+        "interrupted_in": interrupted,
+        "tests": totals,
+        "phases": [asdict(o) for o in outcomes],
+    }
+    path = out_dir / f"phases-{stamp}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(summary(outcomes, total, speed))
+    over = f", OVER the {BUDGET_S // 60}-minute budget" if total > BUDGET_S else ""
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    print(f"[make test] phases saved to {shown}")
+    # pytest's counts over every phase, as one plain closing line (the phases' own lines are
+    # scattered above); a phase that is not pytest (a benchmark, the VM's make) counts as one.
+    others = [o for o in outcomes if not o.counts]
+    passed = totals["passed"] + sum(o.rc == 0 for o in others)
+    failures = totals["failed"] + sum(o.rc != 0 for o in others)
+    print(f"make-test: {passed} passed, {failures} failed, {totals['skipped']} skipped")
+    print(
+        f"[make test] finished in {int(total)}s ({fmt(total)}, budget {BUDGET_S}s{over}), "
+        f"{'exit 1: failed ' + ', '.join(failed) if failed else 'exit 0'}",
+        flush=True,
+    )
+    if interrupted is not None:
+        return 130
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
