@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The zombie-GPU drill on a real NVIDIA GPU (the `device` tool), with llmhost's own cleanup code.
 # Outputs land in $OUT; they are committed as tests/fixtures/h200-llmhost/ and
-# benchmarks/results/gpu-cleanup-*.json. Run from the repo root.
+# docs/evidence/gpu-cleanup-*.json. Run from the repo root.
 set -u
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
