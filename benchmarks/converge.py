@@ -89,7 +89,7 @@ def main() -> int:
         "ratio_proofs_off": round(ratio_off, 2),
         "goals": {"ratio": 3.0, "ratio_proofs_off": 2.5},
     }
-    save_benchmark("converge", result, REPO / "benchmarks" / "results")
+    save_benchmark("converge", result, REPO / "results" / "benchmarks")
     print(
         f"converge: serve.py no-op {result['serve_noop_median_s']:.2f}s vs exec -- true "
         f"{result['exec_true_median_s']:.2f}s = {ratio:.2f}x (goal <= 3.0); every proof off "

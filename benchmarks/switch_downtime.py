@@ -126,7 +126,7 @@ def main() -> int:
             ).stdout.strip(),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
         },
-        REPO / "benchmarks" / "results",
+        REPO / "results" / "benchmarks",
     )
     print(f"saved {path.relative_to(REPO)}")
     return 0

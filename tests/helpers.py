@@ -435,9 +435,93 @@ def assert_golden_files(files: dict[str, str]) -> None:
     )
 
 
-def interrupt_when(argv: list[str], marker: str, timeout: float = 600) -> tuple[int, str, float]:
-    """Start `argv` (from the repository), send SIGINT once a line contains `marker`; its exit
-    code, whole output and the seconds from the signal to its exit."""
+@dataclass
+class Stream:
+    """A streamed completion as the client saw it: every chunk, and whether [DONE] came."""
+
+    started: float = 0.0  # time.time() when the request was sent
+    ended: float = 0.0  # when the response closed
+    status: int = 0
+    text_chunks: int = 0
+    completion_tokens: int = 0  # from the final usage chunk
+    done: bool = False  # the stream ended with `data: [DONE]`
+    error: str = ""
+
+
+def stream_completion(
+    base_url: str, served: str, max_tokens: int, n: int = 1, timeout: float = 300
+) -> Stream:
+    """One streamed /v1/completions of exactly `max_tokens` tokens per sequence (ignore_eos),
+    `n` sequences, with the sandbox's key; it never raises (the error is in the result)."""
+    import requests  # only the sandbox tests stream
+
+    body = {
+        "model": served,
+        "prompt": "Count the GPUs in the rack, one by one:",
+        "max_tokens": max_tokens,
+        "n": n,
+        "temperature": 0.8,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    result = Stream(started=time.time())
+    try:
+        with requests.post(
+            f"{base_url}/v1/completions",
+            json=body,
+            headers=api_headers(),
+            stream=True,
+            timeout=timeout,
+        ) as resp:
+            result.status = resp.status_code
+            for raw in resp.iter_lines():
+                line = raw.decode()
+                if not line.startswith("data: "):
+                    continue
+                data = line.removeprefix("data: ")
+                if data == "[DONE]":
+                    result.done = True
+                    continue
+                chunk = json.loads(data)
+                result.text_chunks += sum(1 for c in chunk.get("choices", []) if c.get("text"))
+                if chunk.get("usage"):
+                    result.completion_tokens = int(chunk["usage"]["completion_tokens"])
+    except Exception as e:  # noqa: BLE001 - a broken stream is the finding, not a crash
+        result.error = f"{type(e).__name__}: {e}"
+    result.ended = time.time()
+    return result
+
+
+def run_with_action_at(argv: list[str], marker: str, action: Callable[[], None]) -> Run:
+    """Run `argv` (from the repository) to its end, calling `action` once, as soon as a line
+    of its output contains `marker`; the action runs beside it (a thread's start, say)."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    lines, fired = [], False
+    for line in proc.stdout:
+        lines.append(line)
+        if not fired and marker in line:
+            fired = True
+            action()
+    proc.wait(timeout=60)
+    out = "".join(lines)
+    assert fired, f"never saw {marker!r}:\n{out[-3000:]}"
+    return Run(proc.returncode, out, time.monotonic() - start)
+
+
+def interrupt_when(
+    argv: list[str],
+    marker: str,
+    timeout: float = 600,
+    before_signal: Callable[[], None] | None = None,
+) -> tuple[int, str, float]:
+    """Start `argv` (from the repository), send SIGINT once a line contains `marker` (and
+    `before_signal` returned); its exit code, whole output and the seconds from the signal
+    to its exit."""
     proc = subprocess.Popen(
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -450,6 +534,8 @@ def interrupt_when(argv: list[str], marker: str, timeout: float = 600) -> tuple[
             break
     assert any(marker in x for x in lines), "".join(lines[-40:])
     time.sleep(0.3)
+    if before_signal is not None:
+        before_signal()
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)

@@ -1,6 +1,6 @@
 """python -m llmhost.bench: the benchmark by hand, against any OpenAI-compatible server.
 
-    python -m llmhost.bench --url http://10.99.0.12:8000 --profile tiny-llama -c 1 -c 8
+    python -m llmhost.bench --url http://10.99.0.12:8000 --catalog testbed --profile tiny-llama -c 1
     python -m llmhost.bench --url ... --model NAME --input-len 1024 --output-len 512 -c 1
 
 Prints one line per concurrency and, with --json, writes the results in
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from llmhost.bench.sweep import sweep
-from llmhost.catalog import BenchProfile, load_catalog
+from llmhost.catalog import BenchProfile, CatalogError, load_catalog
 from llmhost.readiness import api_key_from_env, auth_headers
 
 
@@ -26,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llmhost.bench", description=__doc__)
     parser.add_argument("--url", required=True, help="http://host:port of the server")
     parser.add_argument("--profile", help="catalog model: its served name, lengths, baselines")
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        default=[],
+        help="an extra catalog for --profile: 'testbed' (the sandbox's models) or a TOML file; "
+        "repeatable (default: the production catalog only)",
+    )
     parser.add_argument("--model", help="served model name (default: the profile's)")
     parser.add_argument("--input-len", type=int)
     parser.add_argument("--output-len", type=int)
@@ -39,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
-    profile = load_catalog().get(args.profile) if args.profile else None
+    try:
+        catalog = load_catalog(tuple(args.catalog))
+    except CatalogError as exc:
+        parser.error(f"--catalog: {exc}")
+    profile = catalog.get(args.profile) if args.profile else None
     if args.profile and profile is None:
-        parser.error(f"--profile: unknown model {args.profile!r}")
+        known = ", ".join(sorted(catalog))
+        parser.error(f"--profile: unknown model {args.profile!r}; known: {known} (--catalog adds)")
     if args.bench_json:
         bench = BenchProfile.model_validate_json(args.bench_json)
     else:

@@ -9,8 +9,17 @@ host's figure, times (1 - tolerance). A change of venv, driver or bench settings
 key: such a change starts from the catalog floor again instead of being judged against
 numbers from different software.
 
+Each figure is the median of the gate's measured runs (BenchProfile.runs, after a warm-up
+that lasts until two runs agree), with their spread (coefficient of variation). The host's
+floor is its median x (1 - margin), margin = max(min_tolerance, z x spread) capped at the
+catalog's tolerance (`margin_for`): the box's own scatter decides how close a floor can sit.
+
 The rules (`baseline_update`):
 - the first run of a key that passes the catalog floor at every concurrency records it;
+- it is not kept from that run alone: the next passing runs join it until it holds the first
+  `baseline_runs` (3) passing runs, and the baseline is their median, its spread the larger of
+  their own scatter and the scatter within a run (so a first run on a cold or a bad day is
+  outvoted; after that it stands, no run moves it up or down);
 - a run with `verify.rebaseline` replaces it when it passes the catalog floor, even below
   the host floor: rebaselining after a deliberate change (a slower but correct setting) is
   the point, and the catalog floor still bounds how low a baseline can go;
@@ -26,13 +35,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import statistics
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from llmhost.bench.history import host_dir
+from llmhost.bench.result import robust_cv
 
 BASELINES_FILE = "baselines.json"
 FIRST_PASS = "first passing run"
@@ -87,9 +98,18 @@ class HostBaseline:
     key: BaselineKey
     baselines: dict[int, float]
     set_at: str  # ISO 8601, UTC
-    reason: str  # FIRST_PASS or REBASELINE
+    reason: str  # FIRST_PASS, "passing run i of n" or REBASELINE
     source_file: str = ""  # the results JSON of the run that set it
     previous: dict[str, Any] | None = field(default=None, compare=False)  # what it replaced
+    # Per concurrency: the coefficient of variation of the runs whose median it is (0 when
+    # it came from one run): the box's own scatter, which sizes the floor's margin.
+    spread: dict[int, float] = field(default_factory=dict)
+    # Per concurrency: the figure of each passing run it is the median of (first-N rule);
+    # empty for a baseline recorded before the rule (it counts as complete).
+    samples: dict[int, list[float]] = field(default_factory=dict)
+
+    def sample_count(self) -> int:
+        return min((len(v) for v in self.samples.values()), default=0)
 
     @property
     def date(self) -> str:
@@ -98,6 +118,8 @@ class HostBaseline:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = self.key.fields() | {
             "baselines": {str(c): v for c, v in sorted(self.baselines.items())},
+            "spread": {str(c): v for c, v in sorted(self.spread.items())},
+            "samples": {str(c): v for c, v in sorted(self.samples.items())},
             "set_at": self.set_at,
             "source_file": self.source_file,
             "reason": self.reason,
@@ -115,6 +137,8 @@ class HostBaseline:
             reason=str(data.get("reason", "")),
             source_file=str(data.get("source_file", "")),
             previous=data.get("previous"),
+            spread={int(c): float(v) for c, v in (data.get("spread") or {}).items()},
+            samples={int(c): [float(x) for x in v] for c, v in (data.get("samples") or {}).items()},
         )
 
 
@@ -153,6 +177,8 @@ def record_baseline(
     reason: str,
     source_file: str = "",
     now: dt.datetime | None = None,
+    spread: dict[int, float] | None = None,
+    samples: dict[int, list[float]] | None = None,
 ) -> HostBaseline:
     """Set (or replace) the key's baseline to `measured`; other keys stay as they were."""
     if not measured:
@@ -161,7 +187,7 @@ def record_baseline(
     store = _read_store(path)
     when = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     old = store.get(key.id())
-    kept = ("baselines", "set_at", "reason", "source_file")
+    kept = ("baselines", "spread", "samples", "set_at", "reason", "source_file")
     previous = {name: old[name] for name in kept if name in old} if old else None
     baseline = HostBaseline(
         key=key,
@@ -170,6 +196,8 @@ def record_baseline(
         reason=reason,
         source_file=source_file,
         previous=previous,
+        spread=dict(spread or {}),
+        samples={c: list(v) for c, v in (samples or {}).items()},
     )
     store[key.id()] = baseline.to_json()
     _write_atomically(path, json.dumps(store, indent=2, sort_keys=True) + "\n")
@@ -193,48 +221,112 @@ def _write_atomically(path: Path, text: str) -> None:
 class Floor:
     """The floor at one concurrency: which baseline figure set it and where that came from."""
 
-    baseline: float  # the figure used: max(catalog, host)
-    floor: float  # baseline x (1 - tolerance)
+    baseline: float  # the figure the floor is taken from: the catalog's or the host's
+    floor: float  # baseline x (1 - margin)
     source: str  # "catalog" or "host baseline of <date>"
     catalog: float  # the catalog's figure, always
     catalog_floor: float  # catalog x (1 - tolerance): what a rebaseline must still pass
     host: float | None = None  # this host's figure, when it has one here
+    margin: float = 0.0  # 1 - floor / baseline
+    spread: float | None = None  # the host baseline's CV here (None: the catalog set it)
+    resolvable: bool = True  # z x spread fits under the tolerance
+
+
+def margin_for(
+    spread: float, min_tolerance: float, z: float, tolerance: float
+) -> tuple[float, bool]:
+    """(margin, resolvable): max(min_tolerance, z x spread) capped at the tolerance; not
+    resolvable when z x the box's own scatter alone is wider than the tolerance allows."""
+    return min(tolerance, max(min_tolerance, z * spread)), z * spread <= tolerance
 
 
 def effective_floors(
-    catalog: dict[int, float], host: HostBaseline | None, tolerance: float
+    catalog: dict[int, float],
+    host: HostBaseline | None,
+    tolerance: float,
+    min_tolerance: float | None = None,
+    z: float = 3.0,
+    first_n: int = 1,
 ) -> dict[int, Floor]:
-    """Per catalog concurrency: the higher of the catalog and host figures, x (1 - tolerance).
+    """Per catalog concurrency: the higher of two floors, the catalog's (its figure x (1 -
+    tolerance)) and the host's (its median x (1 - margin), margin from its own spread,
+    `margin_for`). `min_tolerance` None: the margin is the tolerance (no spread recorded).
+    A host baseline of fewer than `first_n` passing runs sets no floor yet: the catalog's
+    alone judges the runs that make it (Floor.source says how far it has come).
 
     A concurrency the host baseline lacks uses the catalog figure; a host figure at a
     concurrency the catalog lacks is not gated (the catalog decides what is measured).
     """
-    keep = 1 - tolerance
     floors = {}
     for conc, reference in sorted(catalog.items()):
+        catalog_floor = reference * (1 - tolerance)
+        floor = Floor(reference, catalog_floor, CATALOG, reference, catalog_floor, margin=tolerance)
         own = host.baselines.get(conc) if host is not None else None
-        if host is not None and own is not None and own > reference:
-            used, source = own, f"host baseline of {host.date}"
-        else:
-            used, source = reference, CATALOG
-        floors[conc] = Floor(used, used * keep, source, reference, reference * keep, own)
+        pending = host is not None and bool(host.samples) and host.sample_count() < first_n
+        if host is not None and own is not None and pending:
+            have = host.sample_count()
+            source = f"catalog; host baseline {have} of {first_n} runs, not yet a floor"
+            floor = replace(floor, source=source, host=own)
+        elif host is not None and own is not None:
+            spread = host.spread.get(conc, 0.0)
+            lowest = tolerance if min_tolerance is None else min_tolerance
+            margin, resolvable = margin_for(spread, lowest, z, tolerance)
+            source = f"host baseline of {host.date}"
+            mine = Floor(
+                own,
+                own * (1 - margin),
+                source,
+                reference,
+                catalog_floor,
+                own,
+                margin,
+                spread,
+                resolvable,
+            )
+            floor = mine if mine.floor > floor.floor else replace(floor, host=own)
+        floors[conc] = floor
     return floors
 
 
-def baseline_update(
-    host_baseline: HostBaseline | None, passed_catalog: bool, rebaseline: bool
-) -> str | None:
-    """The reason to record this run as the key's baseline, or None to leave it as it is.
+def grown(
+    own: HostBaseline | None, measured: dict[int, float], within: dict[int, float]
+) -> tuple[dict[int, float], dict[int, float], dict[int, list[float]]]:
+    """(baselines, spread, samples) once this run joins `own` (None: it starts one): each
+    level's figure is the median of its samples, its spread the larger of this run's own
+    CV and the samples' scatter around their median (robust_cv: a cold first run among
+    three does not widen the floor, it is simply outvoted)."""
+    samples = {c: [*(own.samples.get(c, []) if own else []), v] for c, v in measured.items()}
+    figures = {c: statistics.median(v) for c, v in samples.items()}
+    spread = {c: max(robust_cv(v), within.get(c, 0.0)) for c, v in samples.items()}
+    return figures, spread, samples
 
-    `passed_catalog`: the run is at or above the CATALOG floor at every gated concurrency
-    (GateLine.catalog_ok), whatever the host floor said. Then:
-    - no baseline yet: record, "first passing run" (with or without rebaseline);
-    - a baseline and `rebaseline`: record, "verify.rebaseline", even when the run is below
-      the host floor: that is the deliberate change being accepted;
-    - otherwise (a baseline and no rebaseline, or below the catalog floor): None.
+
+def baseline_update(
+    host_baseline: HostBaseline | None,
+    passed_catalog: bool,
+    rebaseline: bool,
+    first_n: int = 3,
+) -> str | None:
+    """The reason to record this run into the key's baseline, or None to leave it as it is.
+
+    `passed_catalog`: at or above the CATALOG floor at every gated concurrency
+    (GateLine.catalog_ok).
+    - no baseline yet and the catalog passed: "first passing run" (with or without
+      rebaseline): it starts one;
+    - a baseline and `rebaseline`, the catalog passed: "verify.rebaseline", even below the
+      host floor (the deliberate change being accepted): it starts one afresh;
+    - a baseline of fewer than `first_n` passing runs (which sets no floor yet: the catalog
+      judges these runs): it joins, "passing run i of n" (a first run on a cold server is
+      outvoted by the median, not kept);
+    - otherwise None: a complete baseline stands until a rebaseline.
     """
     if not passed_catalog:
         return None
     if host_baseline is None:
         return FIRST_PASS
-    return REBASELINE if rebaseline else None
+    if rebaseline:
+        return REBASELINE
+    have = host_baseline.sample_count()
+    if host_baseline.samples and have < first_n:
+        return f"passing run {have + 1} of {first_n}"
+    return None

@@ -2,7 +2,8 @@
 
 Pure functions of numbers, so the exact pass/fail rule is unit-tested without a server;
 the verification operations only fetch numbers and print these verdicts. The throughput
-floor is the higher of the catalog's figure and this host's own baseline (baselines.py).
+floor is the higher of the catalog's floor and this host's own, sized by the host
+baseline's measured spread (baselines.py).
 """
 
 from __future__ import annotations
@@ -19,12 +20,18 @@ class GateLine:
     """One concurrency of the gate. Its fields go into the results JSON (vars())."""
 
     concurrency: int
-    measured: float
-    baseline: float  # the figure the floor came from: max(catalog, host baseline)
+    measured: float  # the median of the measured runs' output tok/s
+    baseline: float  # the figure the floor came from: the catalog's or the host baseline's
     floor: float
     source: str = CATALOG  # "catalog" or "host baseline of <date>"
     catalog: float | None = None  # the catalog's figure (None: same as baseline)
     catalog_floor: float | None = None  # catalog x (1 - tolerance) (None: same as floor)
+    margin: float | None = None  # 1 - floor / baseline
+    baseline_spread: float | None = None  # the host baseline's CV (None: catalog floor)
+    runs: tuple[float, ...] = ()  # every measured run's output tok/s
+    spread: float = 0.0  # their CV
+    resolvable: bool = True  # the box's scatter fits under the catalog's tolerance
+    z: float = 3.0
 
     @property
     def ok(self) -> bool:
@@ -38,37 +45,83 @@ class GateLine:
 
     def text(self) -> str:
         verdict = "OK" if self.ok else "BELOW BASELINE"
+        if not self.resolvable:
+            verdict += (
+                f"; UNRESOLVED: {self.z:g} x this box's CV {self.baseline_spread:.1%} exceeds "
+                f"the tolerance {self.margin:.0%}, so the floor cannot sit outside its noise"
+            )
         origin = self.source
-        if self.source != CATALOG and self.catalog is not None:
+        if not self.source.startswith(CATALOG) and self.catalog is not None:
             origin += f", catalog {self.catalog:.1f}"
+        how = ""
+        if self.margin is not None:
+            how = f" = baseline - {self.margin:.1%}"
+            if self.baseline_spread is not None:
+                how += f", its CV {self.baseline_spread:.1%}"
+        measured = ""
+        if len(self.runs) > 1:
+            measured = f"median of {len(self.runs)} runs, CV {self.spread:.1%}; "
+        share = self.measured / self.baseline
         return (
             f"c={self.concurrency}: {self.measured:.1f} output tok/s vs baseline "
-            f"{self.baseline:.1f} (floor {self.floor:.1f}, {self.measured / self.baseline:.0%} "
-            f"of baseline; {origin}) {verdict}"
+            f"{self.baseline:.1f} (floor {self.floor:.1f}{how}, {share:.0%} of baseline; "
+            f"{measured}{origin}) {verdict}"
         )
 
 
 def throughput_gate(
     results: list[LevelResult], bench: BenchProfile, host: HostBaseline | None = None
 ) -> list[GateLine]:
-    """One line per catalog concurrency: measured output tok/s against its floor.
+    """One line per catalog concurrency: the median measured output tok/s against its floor.
 
-    The floor is max(catalog figure, this host's baseline figure) x (1 - tolerance)
+    The floor is the higher of the catalog's (figure x (1 - tolerance)) and this host's
+    baseline x (1 - margin), the margin sized by the baseline's own spread
     (baselines.effective_floors); without a host baseline, the catalog's alone.
     """
     by_conc = {r.max_concurrency: r for r in results}
+    floors = effective_floors(
+        bench.baselines, host, bench.tolerance, bench.min_tolerance, bench.z, bench.baseline_runs
+    )
     lines = []
-    for conc, f in effective_floors(bench.baselines, host, bench.tolerance).items():
-        measured = by_conc[conc].output_throughput if conc in by_conc else 0.0
+    for conc, f in floors.items():
+        result = by_conc.get(conc)
         lines.append(
-            GateLine(conc, measured, f.baseline, f.floor, f.source, f.catalog, f.catalog_floor)
+            GateLine(
+                conc,
+                result.output_throughput if result else 0.0,
+                f.baseline,
+                f.floor,
+                f.source,
+                f.catalog,
+                f.catalog_floor,
+                f.margin,
+                f.spread,
+                tuple(result.runs_output_throughput) if result else (),
+                result.spread if result else 0.0,
+                f.resolvable,
+                bench.z,
+            )
         )
     return lines
+
+
+def better_of(first: list[LevelResult], second: list[LevelResult]) -> list[LevelResult]:
+    """Per concurrency, the sweep's result with the higher output tok/s: a failed gate's
+    confirmation. A real regression is below its floor in both; a burst of load in one."""
+    again = {r.max_concurrency: r for r in second}
+    return [
+        max((r, again.get(r.max_concurrency, r)), key=lambda x: x.output_throughput) for r in first
+    ]
 
 
 def measured_tok_s(lines: list[GateLine]) -> dict[int, float]:
     """The gated concurrencies' measured tok/s: what record_baseline stores."""
     return {line.concurrency: line.measured for line in lines}
+
+
+def measured_spread(lines: list[GateLine]) -> dict[int, float]:
+    """The gated concurrencies' run-to-run CV: what record_baseline stores beside them."""
+    return {line.concurrency: line.spread for line in lines}
 
 
 @dataclass(frozen=True)

@@ -88,28 +88,69 @@ def bench_command(
     if guest.shim:
         argv += ["--shim", guest.shim]
     argv += ["--levels", ",".join(f"{c}:{bench.num_prompts(c)}" for c in levels)]
-    argv += ["--out-prefix", out_prefix, "--"]
+    argv += ["--out-prefix", out_prefix, "--repeats", str(bench.runs)]
+    if bench.warmup_max_runs and levels:
+        top = max(levels)
+        argv += ["--warmup", f"{top}:{bench.warmup_prompts(top)}"]
+        argv += ["--warmup-agree", str(bench.warmup_agree)]
+        argv += ["--warmup-max-runs", str(bench.warmup_max_runs)]
+        argv += ["--warmup-max-s", str(bench.warmup_max_s)]
+    argv += ["--"]
     argv += bench_args(bench, served_name, guest.port, guest.tokenizer)
     key = key_from(guest.env_file)
     env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
     log = f"{out_prefix}.log"
     pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
+    # Its own process group, its id in a file: a Ctrl-C on the control machine closes the
+    # ssh channel but leaves the benchmark loading the server; `stop_command` ends it.
+    inner = f"echo $$ > {q(pid_file(out_prefix))}; exec timeout 3600 {pin}" + " ".join(
+        q(a) for a in argv
+    )
     return (
-        f"cd /tmp && {key} {env} timeout 3600 {pin}"
-        + " ".join(q(a) for a in argv)
-        + f" >{q(log)} 2>&1; rc=$?; grep '^LLMHOST-BENCH ' {q(log)}; "
+        f"cd /tmp && {key} {env} setsid -w sh -c {q(inner)}"
+        f" >{q(log)} 2>&1; rc=$?; rm -f {q(pid_file(out_prefix))}; "
+        f"grep -E '^LLMHOST-(BENCH|WARMUP-DONE) ' {q(log)}; "
         f"[ $rc = 0 ] || {{ tail -n 30 {q(log)} >&2; exit $rc; }}"
     )
 
 
-def parse_levels(stdout: str) -> dict[int, dict]:
-    """{concurrency: vLLM's result dict} from the script's `LLMHOST-BENCH` lines."""
-    levels = {}
+def pid_file(out_prefix: str) -> str:
+    return f"{out_prefix}.pid"
+
+
+def stop_command(out_prefix: str) -> str:
+    """End the sweep started with this prefix: its whole process group (the benchmark and
+    what it spawned), then its pid file; nothing when none runs."""
+    pidfile = shlex.quote(pid_file(out_prefix))
+    return (
+        f"pgid=$(cat {pidfile} 2>/dev/null) && kill -TERM -- -$pgid 2>/dev/null; "
+        f'sleep 0.5; [ -n "$pgid" ] && kill -KILL -- -$pgid 2>/dev/null; rm -f {pidfile}; true'
+    )
+
+
+def parse_runs(stdout: str) -> dict[int, list[dict]]:
+    """{concurrency: vLLM's result dict of each measured run, in order} from the script's
+    `LLMHOST-BENCH` lines."""
+    levels: dict[int, list[dict]] = {}
     for line in stdout.splitlines():
         if line.startswith("LLMHOST-BENCH "):
             data = json.loads(line.removeprefix("LLMHOST-BENCH "))
-            levels[int(data["max_concurrency"])] = data["result"]
+            levels.setdefault(int(data["max_concurrency"]), []).append(data["result"])
     return levels
+
+
+def parse_levels(stdout: str) -> dict[int, dict]:
+    """{concurrency: vLLM's result dict of its first run}: one run a level (bench_fidelity)."""
+    return {conc: runs[0] for conc, runs in parse_runs(stdout).items()}
+
+
+def parse_warmup(stdout: str) -> dict | None:
+    """The warm-up's summary (`LLMHOST-WARMUP-DONE`: runs, whether it got warm, what each
+    run read), or None when the sweep had none."""
+    for line in stdout.splitlines():
+        if line.startswith("LLMHOST-WARMUP-DONE "):
+            return json.loads(line.removeprefix("LLMHOST-WARMUP-DONE "))
+    return None
 
 
 def level_from_vllm(data: dict, config: RunConfig) -> LevelResult:

@@ -1,9 +1,10 @@
 """Benchmark history on the control machine: one JSON per run, one line per run, two plots.
 
-benchmarks/results/<host>/ holds `<time>-<model>.json` (every level in `vllm bench serve`
-field names, the gate verdicts, the configuration), `history.jsonl` (one summary line per
-run, appended) and PNGs: the latest sweep against its baselines, and the history of output
-throughput per concurrency, so "as fast as before" is a picture, not a memory.
+<results_dir>/<host>/ (verify.results_dir: `results/` by default, which git ignores) holds
+`<time>-<model>.json` (every level in `vllm bench serve` field names, the gate verdicts, the
+configuration), `history.jsonl` (one summary line per run, appended) and PNGs: the latest
+sweep against its baselines, and the history of output throughput per concurrency, so "as
+fast as before" is a picture, not a memory.
 """
 
 from __future__ import annotations

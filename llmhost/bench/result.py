@@ -68,6 +68,13 @@ class LevelResult:
     median_e2el_ms: float
     p99_e2el_ms: float
     errors: list[str] = field(default_factory=list)
+    # With several measured runs (BenchProfile.runs) this result is the median run's, and
+    # these are every run's output tok/s and their coefficient of variation.
+    runs_output_throughput: list[float] = field(default_factory=list)
+    spread: float = 0.0
+    # The warm-up before the runs (on the top concurrency's result): how many runs it took,
+    # what each read, whether two consecutive ones agreed before its cap.
+    warmup: dict | None = None
 
     @property
     def max_concurrency(self) -> int:
@@ -84,6 +91,36 @@ class LevelResult:
         data["max_concurrency"] = self.config.max_concurrency
         data["num_prompts"] = self.config.num_prompts
         return data
+
+
+def coefficient_of_variation(values: list[float]) -> float:
+    """Sample standard deviation / mean; 0 for fewer than two values or a zero mean."""
+    if len(values) < 2 or not statistics.fmean(values):
+        return 0.0
+    return statistics.stdev(values) / statistics.fmean(values)
+
+
+def robust_cv(values: list[float]) -> float:
+    """The scatter of `values` around their median that one outlier does not inflate:
+    1.4826 x the median absolute deviation / the median (the CV, for normal scatter);
+    0 for fewer than two values or a zero median."""
+    if len(values) < 2 or not statistics.median(values):
+        return 0.0
+    mid = statistics.median(values)
+    return 1.4826 * statistics.median(abs(x - mid) for x in values) / mid
+
+
+def median_run(runs: list[LevelResult]) -> LevelResult:
+    """The run with the median output tok/s (the lower middle one for an even count), with
+    every run's tok/s and their spread attached: what the gate judges and a baseline keeps."""
+    if not runs:
+        raise ValueError("no measured run to take the median of")
+    ordered = sorted(runs, key=lambda r: r.output_throughput)
+    chosen = ordered[(len(ordered) - 1) // 2]
+    tok_s = [r.output_throughput for r in runs]
+    chosen.runs_output_throughput = tok_s
+    chosen.spread = coefficient_of_variation(tok_s)
+    return chosen
 
 
 def percentile(values: list[float], pct: float) -> float:

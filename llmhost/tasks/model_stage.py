@@ -7,7 +7,7 @@ from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files
 
-from llmhost.catalog import ModelProfile, load_catalog
+from llmhost.catalog import ModelProfile
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import ChildDirectories
 from llmhost.guest import script
@@ -21,7 +21,7 @@ IMPORTER = script("gguf_import.py")
 
 def models_to_stage(cfg: GuestConfig) -> list[ModelProfile]:
     """Every weights set the configured units need, drafts first (targets may share them)."""
-    catalog = load_catalog()
+    catalog = cfg.catalog()
     wanted: dict[str, ModelProfile] = {}
     for model, _ in cfg.units_and_ports():
         profile = cfg.profile_for(model)
@@ -67,7 +67,7 @@ def model_stage(cfg: GuestConfig) -> list[OperationMeta]:
 @deploy("prune weights no kept model uses (prune_weights = true)")
 def prune_weights(cfg: GuestConfig, kept_models: list[str]) -> None:
     """Only when asked: a switch never deletes weights by itself (a rollback needs them)."""
-    catalog = load_catalog()
+    catalog = cfg.catalog()
     keep = set()
     for model in kept_models:
         profile = cfg.profile_for(model) if model in catalog else None

@@ -11,7 +11,6 @@ from pyinfra import host, logger
 from pyinfra.api.exceptions import PyinfraError
 
 from llmhost import interrupt
-from llmhost.catalog import load_catalog
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
 from llmhost.operations.models import MARKER, stage_marker
@@ -55,7 +54,7 @@ def disk_preflight(cfg: GuestConfig) -> None:
 
 
 def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> RollbackTarget:
-    profile = load_catalog()[model]
+    profile = cfg.catalog()[model]
     base_url = f"http://{probe_address(cfg)}:{cfg.port}"
     check = None
     if cfg.verify.correctness and profile.correctness:

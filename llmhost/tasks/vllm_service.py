@@ -11,7 +11,7 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
-from llmhost.catalog import load_catalog, servable_models
+from llmhost.catalog import servable_models
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit
 from llmhost.operations.files import atomic_file
@@ -123,7 +123,10 @@ def one_model_dropin(cfg: GuestConfig) -> OperationMeta:
     catalog entry reloads systemd and never restarts a 30-minute load.
     """
     co_served = {u.model for u in cfg.extra_units}
-    servable = [m for m in servable_models() if load_catalog()[m].accelerator == cfg.accelerator]
+    catalog = cfg.catalog()
+    servable = [
+        m for m in servable_models(cfg.catalogs) if catalog[m].accelerator == cfg.accelerator
+    ]
     conflicts = conflicts_with(cfg.served_model, co_served, servable)
     content = (
         "# Managed by llmhost: starting this unit stops any other model's (and vice versa).\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 
 import pytest
 import requests
@@ -29,9 +30,19 @@ from tests.helpers import (
 )
 
 
+def git_status() -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+
+
 def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -> None:
+    before = git_status()  # a fresh clone: empty; a checkout with edits: the same edits after
     run = pyinfra(*SERVE, "--data", "verify=full")  # the gate on demand, changed or not
     assert run.rc == 0, run.tail()
+    # What the deploy wrote (gate JSON, history, plots, baselines) is outside git's view.
+    assert git_status() == before, f"the deploy changed git status:\n{git_status()}"
+    assert (REPO / "results").is_dir()
     assert "READY tiny-llama at http://" in run.output, run.tail()
     # The hooks, in order: it serves, it answers right, it holds its baseline.
     assert "correctness OK for tiny-llama: " in run.output, run.tail()
@@ -40,7 +51,10 @@ def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -
     for conc, catalog in [(1, "60.0"), (8, "250.0")]:
         line = rf"throughput c={conc}: [\d.]+ output tok/s vs baseline [\d.]+ \(floor .*OK"
         assert re.search(line, run.output), run.tail()
-        assert re.search(rf"c={conc}: .*(; catalog\)|catalog {catalog}\)) OK", run.output)
+        # judged on the catalog, on a host baseline, or on the catalog while the host's
+        # baseline is still being made of its first passing runs
+        origin = rf"(; catalog\)|catalog {catalog}\)|not yet a floor\))"
+        assert re.search(rf"c={conc}: .*{origin} OK", run.output), run.tail()
     saved = re.search(r"benchmark results: (\S+\.json)", run.output)
     assert saved, run.tail()
     record = json.loads((REPO / saved.group(1)).read_text())
@@ -99,14 +113,16 @@ def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxS
 
 @pytest.mark.usefixtures("served")
 def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: SandboxState) -> None:
-    run = pyinfra(
-        *SERVE, "--data", 'verify={"mode": "full", "bench": {"baselines": {"1": 1000000}}}'
-    )
+    # confirm off: one sweep is enough to show an unreachable figure (the confirmation has
+    # its drills in test_gate_sandbox.py).
+    bench = {"baselines": {"1": 1000000}, "confirm": False}
+    verify = json.dumps({"mode": "full", "bench": bench})
+    run = pyinfra(*SERVE, "--data", f"verify={verify}")
     assert run.rc != 0, run.tail()
     assert "throughput below baseline for tiny-llama" in run.output, run.tail()
     assert re.search(
-        r"c=1: [\d.]+ output tok/s vs baseline 1000000\.0 \(floor 500000\.0, 0% of baseline; "
-        r"catalog\) BELOW BASELINE",
+        r"c=1: [\d.]+ output tok/s vs baseline 1000000\.0 \(floor 850000\.0 = baseline - "
+        r"15\.0%, 0% of baseline; median of 3 runs, CV [\d.]+%; catalog\) BELOW BASELINE",
         run.output,
     ), run.tail()
     # Only the gate failed: every operation before it reported no change.
@@ -218,7 +234,7 @@ def test_the_key_is_in_the_0600_env_file_and_nowhere_else(
     assert key not in journal, f"the API key is in the journal of {unit.unit_name}"
     assert key not in guest_sh(sandbox, "journalctl --no-pager -b"), "the key is in the journal"
     # Not in any benchmark result on the control machine (JSON, history, plots).
-    results = REPO / "benchmarks" / "results"
+    results = REPO / "results"
     leaked = [
         str(path.relative_to(REPO))
         for path in sorted(results.rglob("*"))

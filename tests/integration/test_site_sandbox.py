@@ -1,7 +1,8 @@
 """The sandbox as a site (inventory/sandbox.py: the stand-in under proxmox_hosts, the guest
 under its guest group): each deploy acts on its own role, deploys/site.py rebuilds a
 hard-stopped site in one command, bad data and a taken port are refused before anything
-changes, and Ctrl-C during a readiness wait ends the run at once and non-zero."""
+changes, and Ctrl-C during a readiness wait ends the run at once and non-zero; during the
+gate, it also ends the benchmark it started on the guest."""
 
 from __future__ import annotations
 
@@ -131,3 +132,29 @@ def test_ctrl_c_during_a_readiness_wait_exits_at_once_and_the_next_run_converges
     assert "READY tiny-llama" in run.output
     again = pyinfra(*SERVE)
     assert again.rc == 0 and not changed_ops(again.output, errors_too=True), again.tail()
+
+
+def bench_pids(sandbox: SandboxState) -> str:
+    # [b]: the pattern does not match the shell that runs pgrep
+    return guest_sh(sandbox, "pgrep -f 'llmhost/bin/[b]ench_levels.py' || true", check=False)
+
+
+def test_ctrl_c_during_the_gate_ends_the_benchmark_on_the_guest_too(
+    site: GuestConfig, sandbox: SandboxState
+) -> None:
+    def loading() -> None:  # the benchmark runs on the guest before the Ctrl-C
+        deadline = time.monotonic() + 60
+        while not bench_pids(sandbox) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert bench_pids(sandbox), "the benchmark never started on the guest"
+        time.sleep(3)
+
+    argv = [PYINFRA, "-y", *SERVE, "--data", 'verify={"mode": "full", "draft_ab": "never"}']
+    rc, output, took = interrupt_when(argv, "vllm bench serve on the guest", before_signal=loading)
+    assert rc == 130, output[-3000:]
+    assert took <= 5.0, f"Ctrl-C took {took:.1f}s to end the run"
+    assert "interrupted by Ctrl-C during the benchmark of tiny-llama" in output, output[-3000:]
+    gone = time.monotonic() + 5  # within 5 s of the run's end: nothing left loading the server
+    while bench_pids(sandbox) and time.monotonic() < gone:
+        time.sleep(0.2)
+    assert not bench_pids(sandbox), "the benchmark still runs on the guest after Ctrl-C"

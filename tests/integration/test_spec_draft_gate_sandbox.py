@@ -24,7 +24,7 @@ def acceptance_rate(output: str, model: str) -> float:
 
 
 def test_an_identical_weights_draft_is_accepted_about_always(sandbox: SandboxState) -> None:
-    # The A/B is left out here: the verdict of this draft is shown in benchmarks/results.
+    # The A/B is left out here: the verdict of this draft is shown in docs/evidence.
     run = pyinfra(
         *SERVE, "--data", "served_model=tiny-llama-spec", "--data", 'verify={"draft_ab": "never"}'
     )

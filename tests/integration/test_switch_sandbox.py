@@ -1,5 +1,6 @@
 """Switching the served model on the sandbox: staged first, one load of downtime, proven,
 and rolled back by itself when the new model fails (vLLM refuses it, or it answers wrong).
+A stream running when the switch stops the old model finishes first (the drain).
 
 Every switch here is the data change a user makes: `--data served_model=NAME`. The guest's
 record (/opt/llmhost/state/serving.json) is read back to check what the deploy left.
@@ -8,6 +9,7 @@ record (/opt/llmhost/state/serving.json) is read back to check what the deploy l
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -17,16 +19,19 @@ from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import (
     PYINFRA,
     SERVE,
+    Stream,
     api_headers,
     changed_ops,
     guest_sh,
     interrupt_when,
     pyinfra,
+    run_with_action_at,
+    stream_completion,
 )
 
 RECORD = "/opt/llmhost/state/serving.json"
 A, B = "tiny-llama", "tiny-llama-ngram"
-# The 2-core sandbox: ngram pays at c=1 and not at c=8 (benchmarks/results), so this site
+# The 2-core sandbox: ngram pays at c=1 and not at c=8 (docs/evidence), so this site
 # measures B at c=1 only: the A/B still runs, and still gates.
 B_DATA = ("--data", f"served_model={B}", "--data", 'verify={"bench": {"baselines": {"1": 60.0}}}')
 
@@ -52,10 +57,36 @@ def assert_serves_again(sandbox: SandboxState, model: str, output: str) -> None:
     assert record(sandbox)["current"] == model
 
 
+def stop_began(sandbox: SandboxState, model: str) -> float:
+    """When systemd last began stopping the model's unit (unix time, from its journal)."""
+    lines = guest_sh(
+        sandbox, f"journalctl --no-pager -o short-unix -u llmhost-{model}.service | grep Stopping"
+    ).splitlines()
+    assert lines, f"llmhost-{model}.service was never stopped"
+    return float(lines[-1].split()[0])
+
+
 def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: SandboxState) -> None:
-    run = pyinfra(*SERVE, *B_DATA)
+    # The drain: a long stream (4 x 1,800 tokens) starts while the switch stages B, so it is
+    # running when the switch stops A; it must arrive whole, ending with [DONE].
+    streams: list[Stream] = []
+    url = f"http://{sandbox.ip}:{served.port}"
+    client = threading.Thread(
+        target=lambda: streams.append(stream_completion(url, "tiny-llama", 1800, n=4))
+    )
+    run = run_with_action_at(
+        [PYINFRA, "-y", *SERVE, *B_DATA], "Starting operation: stage model weights", client.start
+    )
+    client.join(timeout=300)
     assert run.rc == 0, run.tail()
     out = run.output
+    stream, stopping = streams[0], stop_began(sandbox, A)
+    assert stream.started < stopping < stream.ended, (
+        f"the stream ran {stream.started:.1f}-{stream.ended:.1f}, the stop began at "
+        f"{stopping:.1f}: it was not in flight, so this proves no drain"
+    )
+    assert stream.status == 200 and not stream.error, stream
+    assert stream.done and stream.completion_tokens == 4 * 1800, stream
     # Staged while A served, then stop A, GPUs free, start B, then the proofs, in that order.
     stop = out.index("Starting operation: vLLM systemd units | switch: stop the previous")
     assert out.index("Starting operation: stage model weights") < stop

@@ -16,6 +16,7 @@ import pytest
 from tests.helpers import REPO
 
 RENDER = """
+from llmhost.catalog import load_catalog
 from llmhost.config.guest import GuestConfig
 from llmhost.render import render_env, render_unit
 import llmhost
@@ -26,6 +27,7 @@ cfg = GuestConfig(
     cuda={"toolkit_version": "12.8", "driver_version": "590.48.01"},
 )
 print("PACKAGE", llmhost.__file__)
+print("TESTBED", "tiny-llama" in load_catalog(("testbed",)), "tiny-llama" in load_catalog())
 print(render_unit(cfg, cfg.served_model, cfg.port))
 print(render_env(cfg, cfg.served_model))
 """
@@ -48,6 +50,7 @@ def test_the_installed_wheel_renders_a_unit_and_an_env_file(tmp_path: Path) -> N
     subprocess.run([uv(), "pip", "install", "-q", "-p", python, str(wheel)], **run)
     out = subprocess.run([python, "-c", RENDER], cwd=tmp_path, **run).stdout
     assert f"PACKAGE {venv}" in out  # the installed copy, not the checkout
+    assert "TESTBED True False" in out  # the test bed's catalog ships, apart from production
     assert "ExecStart=/opt/llmhost/venvs/vllm-0.16.0-cu129/bin/vllm serve" in out
     assert "--tensor-parallel-size 8" in out and "VLLM_ATTENTION_BACKEND=TRITON_MLA" in out
-    assert "KillMode=control-group" in out and "NCCL_P2P_LEVEL=PHB" in out
+    assert "KillMode=mixed" in out and "NCCL_P2P_LEVEL=PHB" in out

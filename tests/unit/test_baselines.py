@@ -26,7 +26,12 @@ from llmhost.bench.result import LevelResult, RequestOutcome, RunConfig, summari
 from llmhost.catalog import BenchProfile, load_catalog
 
 WHEN = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
-TINY = BenchProfile(input_len=128, output_len=128, tolerance=0.5, baselines={1: 60.0, 8: 250.0})
+# The margin pinned at the tolerance (min_tolerance = tolerance): the floor these tests
+# describe is baseline x (1 - tolerance), whatever the spread; tests/unit/test_gate_floor.py
+# covers the margin sized by the spread.
+TINY = BenchProfile(
+    input_len=128, output_len=128, tolerance=0.5, min_tolerance=0.5, baselines={1: 60.0, 8: 250.0}
+)
 
 
 def level(conc: int, tok_s: float) -> LevelResult:
@@ -110,13 +115,13 @@ def test_drill_host_baseline_catches_what_the_catalog_floor_passes() -> None:
 def test_failing_line_names_measured_baseline_source_and_floor() -> None:
     line = throughput_gate([level(8, 240.1)], TINY, host_baseline({8: 1010.0}))[1]
     assert line.text() == (
-        "c=8: 240.1 output tok/s vs baseline 1010.0 (floor 505.0, 24% of baseline; "
-        "host baseline of 2026-11-30, catalog 250.0) BELOW BASELINE"
+        "c=8: 240.1 output tok/s vs baseline 1010.0 (floor 505.0 = baseline - 50.0%, its CV "
+        "0.0%, 24% of baseline; host baseline of 2026-11-30, catalog 250.0) BELOW BASELINE"
     )
     catalog = throughput_gate([level(1, 20.0)], TINY)[0]
     assert catalog.text() == (
-        "c=1: 20.0 output tok/s vs baseline 60.0 (floor 30.0, 33% of baseline; catalog) "
-        "BELOW BASELINE"
+        "c=1: 20.0 output tok/s vs baseline 60.0 (floor 30.0 = baseline - 50.0%, 33% of "
+        "baseline; catalog) BELOW BASELINE"
     )
 
 

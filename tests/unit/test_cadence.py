@@ -63,6 +63,7 @@ def test_verify_full_is_a_shorthand_for_the_mode() -> None:
         "host_profile": "sandbox",
         "accelerator": "cpu",
         "gpu_count": 0,
+        "catalogs": ("testbed",),
         "served_model": "tiny-llama",
         "vllm": {"version": "0.32.0"},
     }

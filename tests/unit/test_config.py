@@ -15,6 +15,7 @@ SANDBOX: dict[str, Any] = {
     "host_profile": "sandbox",
     "accelerator": "cpu",
     "gpu_count": 0,
+    "catalogs": ("testbed",),  # as group_data/sandbox.py
     "served_model": "tiny-llama",
     "vllm": {"version": "0.32.0", "python": "system"},
     "ssh_user": "root",  # pyinfra connector data is not ours to judge

@@ -6,7 +6,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 
-from llmhost.bench.guest_bench import GuestBench, bench_command, level_from_vllm, parse_levels
+from llmhost.bench.guest_bench import (
+    GuestBench,
+    bench_command,
+    level_from_vllm,
+    parse_levels,
+    stop_command,
+)
 from llmhost.bench.result import RunConfig
 from llmhost.catalog import BenchProfile
 
@@ -24,7 +30,10 @@ GUEST = GuestBench(
 
 def test_the_command_measures_at_localhost_with_the_profiles_settings() -> None:
     command = bench_command(GUEST, BENCH, "tiny-llama", [1, 8], "/tmp/out")
-    argv = shlex.split(command.split("timeout 3600 ", 1)[1].split(" >", 1)[0])
+    # In its own process group (setsid), its id in a pid file a Ctrl-C's cleanup reads.
+    inner = shlex.split(command.split("setsid -w sh -c ", 1)[1])[0]
+    assert inner.startswith("echo $$ > /tmp/out.pid; exec timeout 3600 ")
+    argv = shlex.split(inner.split("timeout 3600 ", 1)[1])
     assert argv[:4] == [GUEST.python, GUEST.script, "--shim", GUEST.shim]
     flags = {a: b for a, b in zip(argv, argv[1:], strict=False) if not b.startswith("--")}
     assert flags["--levels"] == f"1:{BENCH.num_prompts(1)},8:{BENCH.num_prompts(8)}"
@@ -65,3 +74,9 @@ def test_each_levels_line_is_read_back() -> None:
         'INFO noise\nLLMHOST-BENCH {"max_concurrency": 8, "num_prompts": 32, "result": {"a": 1}}\n'
     )
     assert parse_levels(out) == {8: {"a": 1}}
+
+
+def test_a_ctrl_c_stops_the_whole_process_group_the_pid_file_names() -> None:
+    stop = stop_command("/tmp/out")
+    assert stop.startswith("pgid=$(cat /tmp/out.pid 2>/dev/null) && kill -TERM -- -$pgid")
+    assert "kill -KILL -- -$pgid" in stop and stop.endswith("rm -f /tmp/out.pid; true")

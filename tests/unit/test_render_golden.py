@@ -7,6 +7,9 @@ assertions below pin the FACTS.md flags independently of the golden bytes.
 
 from __future__ import annotations
 
+import pytest
+
+from llmhost.config.loading import ConfigError
 from llmhost.render import render_env, render_unit, vllm_command
 from tests.helpers import (
     KVM,
@@ -48,10 +51,22 @@ def test_kimi_flags_are_the_public_recipe() -> None:
     assert "VLLM_ENGINE_READY_TIMEOUT_S=2400\n" in env
 
 
-def test_unit_restarts_always_and_kills_the_whole_cgroup() -> None:
+def test_a_vllm_that_drains_gets_the_drain_and_an_older_one_is_refused_it() -> None:
+    newer = lab_guest(vllm={"version": "0.18.0", "cuda_variant": "cu129", "python": "3.12"})
+    unit = render_unit(newer, "kimi-k2.5-int4", 8000)
+    assert "\n    --shutdown-timeout 60\n" in unit  # the last line of ExecStart
+    assert "\nTimeoutStopSec=150\n" in unit  # the drain's 60 s, then 90 s to exit
+    assert lab_guest().drain_timeout_s == 0  # the lab's pin, 0.16.0, has no such flag
+    assert "    --shutdown-timeout" not in render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
+    with pytest.raises(ConfigError, match="drain_s: vLLM 0.16.0 has no --shutdown-timeout"):
+        lab_guest(drain_s=30)
+
+
+def test_unit_restarts_always_drains_then_kills_the_whole_cgroup() -> None:
     unit = render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
     for line in [
-        "KillMode=control-group",
+        "KillMode=mixed",  # SIGTERM to the API server (it drains), SIGKILL to what outlives it
+        "TimeoutStopSec=90",  # no drain on 0.16.0: 90 s for the engine to exit
         "Restart=always",
         "TimeoutStartSec=2400",
         "User=vllm",

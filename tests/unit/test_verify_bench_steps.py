@@ -15,7 +15,10 @@ from llmhost.bench.spec_metrics import SpecCounters
 from llmhost.catalog import BenchProfile
 from llmhost.operations import verify
 
-BENCH = BenchProfile(input_len=8, output_len=10, tolerance=0.1, baselines={1: 100.0, 8: 300.0})
+# confirm off: one sweep per gate here (the confirmation has its own tests below).
+BENCH = BenchProfile(
+    input_len=8, output_len=10, tolerance=0.1, baselines={1: 100.0, 8: 300.0}, confirm=False
+)
 
 
 def level(conc: int, tok_s: float) -> object:
@@ -48,11 +51,11 @@ class Guest:
 
 
 def bench_run(
-    results_dir: str = "benchmarks/results", api_key: SecretStr | None = None
+    results_dir: str = "results", api_key: SecretStr | None = None, bench: BenchProfile = BENCH
 ) -> verify.BenchRun:
     labels = {"host": "10.99.0.12", "model_profile": "tiny"}
     return verify.BenchRun(
-        "http://g:8000", "tiny", "tiny", BENCH, labels, results_dir, api_key=api_key
+        "http://g:8000", "tiny", "tiny", bench, labels, results_dir, api_key=api_key
     )
 
 
@@ -82,8 +85,8 @@ def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdi
     assert any(s.startswith("speculative decoding tiny: acceptance 100.0%") for s in guest.said)
     assert any(s.startswith("draft A/B tiny c=8: with draft 400.0 tok/s") for s in guest.said)
     shown = [s for s in guest.said if s.startswith("benchmark results: ")]
-    assert shown and shown[0].startswith("benchmark results: benchmarks/results/10.99.0.12/")
-    saved = sorted((tmp_path / "benchmarks/results/10.99.0.12").glob("*.json"))
+    assert shown and shown[0].startswith("benchmark results: results/10.99.0.12/")
+    saved = sorted((tmp_path / "results/10.99.0.12").glob("*.json"))
     assert [p.name.split("-", 1)[1] for p in saved] in (
         ["tiny-gate.json", "tiny-without-draft.json"],
         ["tiny-without-draft.json", "tiny-gate.json"],
@@ -120,3 +123,33 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
     saved = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert saved and not [p for p in saved if key.encode() in p.read_bytes()]
     assert key not in "\n".join(guest.said)
+
+
+CONFIRMED = BENCH.model_copy(update={"confirm": True})
+
+
+def test_a_gate_below_its_floor_measures_again_and_a_burst_fails_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    burst, quiet = [level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 310.0)]
+    guest = Guest(monkeypatch, [burst, quiet])
+    outcome = verify.BenchOutcome()
+    list(verify.throughput_gate._inner(bench_run(bench=CONFIRMED), True, outcome))
+    assert guest.swept == 2 and not outcome.failures
+    assert any("measuring once more to confirm" in s for s in guest.said)
+    # The better sweep at each level: c=1 from the second, c=8 from the first.
+    assert [round(r.output_throughput) for r in outcome.results] == [100, 400]
+    assert outcome.verdicts["confirmation"]["first_sweep"] == {1: 50.0, 8: 400.0}
+
+
+def test_a_regression_fails_both_sweeps_and_fails_the_gate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    slow = [[level(1, 50.0), level(8, 400.0)], [level(1, 55.0), level(8, 390.0)]]
+    guest = Guest(monkeypatch, slow)
+    outcome = verify.BenchOutcome()
+    list(verify.throughput_gate._inner(bench_run(bench=CONFIRMED), True, outcome))
+    assert guest.swept == 2
+    assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from llmhost.config.guest import GuestConfig, cpu_ids
@@ -53,7 +55,12 @@ def test_env_files_are_private_and_unit_points_at_them(host, cfg: GuestConfig) -
         assert env.exists and env.mode == 0o600 and env.user == "root"
         unit = host.file(paths.unit_file)
         assert unit.contains(f"EnvironmentFile={paths.env_file}")
-        assert unit.contains("KillMode=control-group")
+        # The drain: SIGTERM to the API server alone, a stop timeout longer than the drain.
+        assert unit.contains("^KillMode=mixed$")
+        assert cfg.drain_timeout_s > 0, "the sandbox's vLLM drains: its units must"
+        assert unit.contains(f"--shutdown-timeout {cfg.drain_timeout_s}")
+        stop = re.search(r"^TimeoutStopSec=(\d+)$", unit.content_string, re.M)
+        assert stop and int(stop.group(1)) > cfg.drain_timeout_s, "a stop would cut the drain short"
 
 
 def test_model_weights_are_staged_and_readable(host, cfg: GuestConfig) -> None:
