@@ -81,6 +81,7 @@ class BenchProfile(Strict):
     # A gate below its floor measures once more and keeps the better sweep at each level:
     # a burst of load on the box then fails nothing, a regression fails both sweeps.
     confirm: bool = True
+    confirm_after_s: int = Field(default=60, ge=0, le=3600)  # the pause before it
 
     @model_validator(mode="after")
     def _baselines_sane(self) -> BenchProfile:

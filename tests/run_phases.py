@@ -155,9 +155,10 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
     for o in outcomes:
         verdict = "ok" if o.rc == 0 else f"FAILED (exit {o.rc})"
         lines.append(f"  {o.name:<44} {fmt(o.seconds):>7}  {verdict}")
+    shown = {k: "not measured" if v is None else f"{v}s" for k, v in speed.items()}
     lines.append(
         "[make test] machine speed: pyinfra exec -- true "
-        f"{speed['before']}s before, {speed['after']}s after "
+        f"{shown['before']} before, {shown['after']} after "
         "(about 0.6 s on a normal day; twice that is a slow day)"
     )
     return "\n".join(lines)
@@ -227,9 +228,15 @@ def main() -> int:
     passed = totals["passed"] + sum(o.rc == 0 for o in others)
     failures = totals["failed"] + sum(o.rc != 0 for o in others)
     print(f"make-test: {passed} passed, {failures} failed, {totals['skipped']} skipped")
+    if interrupted is not None:
+        verdict = f"exit 130: interrupted during {interrupted}"
+    elif failed:
+        verdict = "exit 1: failed " + ", ".join(failed)
+    else:
+        verdict = "exit 0"
     print(
         f"[make test] finished in {int(total)}s ({fmt(total)}, budget {BUDGET_S}s{over}), "
-        f"{'exit 1: failed ' + ', '.join(failed) if failed else 'exit 0'}",
+        f"{verdict}",
         flush=True,
     )
     if interrupted is not None:

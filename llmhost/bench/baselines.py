@@ -292,9 +292,10 @@ def grown(
     own: HostBaseline | None, measured: dict[int, float], within: dict[int, float]
 ) -> tuple[dict[int, float], dict[int, float], dict[int, list[float]]]:
     """(baselines, spread, samples) once this run joins `own` (None: it starts one): each
-    level's figure is the median of its samples, its spread the larger of this run's own
-    CV and the samples' scatter around their median (robust_cv: a cold first run among
-    three does not widen the floor, it is simply outvoted)."""
+    level's figure is the median of its samples, its spread the larger of the samples'
+    scatter around their median (robust_cv: a cold first run among three does not widen the
+    floor, it is simply outvoted) and `within`, this run's own figure's scatter (the
+    standard error of its median, gates.measured_spread)."""
     samples = {c: [*(own.samples.get(c, []) if own else []), v] for c, v in measured.items()}
     figures = {c: statistics.median(v) for c, v in samples.items()}
     spread = {c: max(robust_cv(v), within.get(c, 0.0)) for c, v in samples.items()}

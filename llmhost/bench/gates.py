@@ -8,6 +8,7 @@ baseline's measured spread (baselines.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from llmhost.bench.baselines import CATALOG, HostBaseline, effective_floors
@@ -119,9 +120,18 @@ def measured_tok_s(lines: list[GateLine]) -> dict[int, float]:
     return {line.concurrency: line.measured for line in lines}
 
 
+# The standard error of a median of k samples is about sqrt(pi / 2) = 1.2533 times that of
+# their mean, sigma / sqrt(k).
+MEDIAN_SE = math.sqrt(math.pi / 2)
+
+
 def measured_spread(lines: list[GateLine]) -> dict[int, float]:
-    """The gated concurrencies' run-to-run CV: what record_baseline stores beside them."""
-    return {line.concurrency: line.spread for line in lines}
+    """How much each gated figure itself scatters: the standard error of the median of its
+    runs, 1.25 x their CV / sqrt(k) (the gate compares medians, not single runs)."""
+    return {
+        line.concurrency: MEDIAN_SE * line.spread / math.sqrt(max(1, len(line.runs)))
+        for line in lines
+    }
 
 
 @dataclass(frozen=True)

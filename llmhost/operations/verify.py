@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gevent
 import requests
 from pydantic import SecretStr
 from pyinfra import host
@@ -514,12 +515,14 @@ def _throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: 
         outcome.results = run_sweep(run)
         below = [line for line in gate_lines(run, outcome.results)[0] if not line.ok]
         if gate and bench.confirm and below:
+            pause = bench.confirm_after_s
             say(
                 f"throughput of {run.model} below its floor at c="
                 + ",".join(str(line.concurrency) for line in below)
-                + ": measuring once more to confirm (a regression fails both sweeps, a burst "
-                "of load on the box one)"
+                + f": measuring once more to confirm, in {pause} s (a regression fails both "
+                "sweeps; a burst of load on the box, which passes in a minute or two, one)"
             )
+            gevent.sleep(pause)
             first = outcome.results
             outcome.results = gates.better_of(first, run_sweep(run))
             outcome.verdicts["confirmation"] = {

@@ -235,4 +235,6 @@ def test_a_recorded_baseline_keeps_its_spread(tmp_path) -> None:
         spread=measured_spread(lines),
     )
     again = load_host_baseline(tmp_path, KEY)
-    assert again is not None and again.spread[1] == pytest.approx(10 / 280, rel=1e-3)
+    # The spread of a median of three runs of CV 10/280: 1.25 x CV / sqrt(3).
+    assert again is not None
+    assert again.spread[1] == pytest.approx(1.2533 * (10 / 280) / 3**0.5, rel=1e-3)

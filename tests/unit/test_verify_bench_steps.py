@@ -125,7 +125,7 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
     assert key not in "\n".join(guest.said)
 
 
-CONFIRMED = BENCH.model_copy(update={"confirm": True})
+CONFIRMED = BENCH.model_copy(update={"confirm": True, "confirm_after_s": 0})
 
 
 def test_a_gate_below_its_floor_measures_again_and_a_burst_fails_nothing(
