@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -228,7 +229,8 @@ class Floor:
     catalog_floor: float  # catalog x (1 - tolerance): what a rebaseline must still pass
     host: float | None = None  # this host's figure, when it has one here
     margin: float = 0.0  # 1 - floor / baseline
-    spread: float | None = None  # the host baseline's CV here (None: the catalog set it)
+    spread: float | None = None  # the scatter the margin was sized on: the host baseline's
+    # and this measurement's, combined (None: the catalog set the floor)
     resolvable: bool = True  # z x spread fits under the tolerance
 
 
@@ -247,12 +249,16 @@ def effective_floors(
     min_tolerance: float | None = None,
     z: float = 3.0,
     first_n: int = 1,
+    noise: dict[int, float] | None = None,
 ) -> dict[int, Floor]:
     """Per catalog concurrency: the higher of two floors, the catalog's (its figure x (1 -
     tolerance)) and the host's (its median x (1 - margin), margin from its own spread,
     `margin_for`). `min_tolerance` None: the margin is the tolerance (no spread recorded).
     A host baseline of fewer than `first_n` passing runs sets no floor yet: the catalog's
     alone judges the runs that make it (Floor.source says how far it has come).
+    `noise`: the standard error of the figure being judged, per concurrency: a gate compares
+    two scattered figures, so the margin takes z x their combined scatter (a sweep measured
+    in a noisy minute is not a regression for reading a little low).
 
     A concurrency the host baseline lacks uses the catalog figure; a host figure at a
     concurrency the catalog lacks is not gated (the catalog decides what is measured).
@@ -268,7 +274,7 @@ def effective_floors(
             source = f"catalog; host baseline {have} of {first_n} runs, not yet a floor"
             floor = replace(floor, source=source, host=own)
         elif host is not None and own is not None:
-            spread = host.spread.get(conc, 0.0)
+            spread = math.hypot(host.spread.get(conc, 0.0), (noise or {}).get(conc, 0.0))
             lowest = tolerance if min_tolerance is None else min_tolerance
             margin, resolvable = margin_for(spread, lowest, z, tolerance)
             source = f"host baseline of {host.date}"

@@ -28,7 +28,7 @@ class GateLine:
     catalog: float | None = None  # the catalog's figure (None: same as baseline)
     catalog_floor: float | None = None  # catalog x (1 - tolerance) (None: same as floor)
     margin: float | None = None  # 1 - floor / baseline
-    baseline_spread: float | None = None  # the host baseline's CV (None: catalog floor)
+    baseline_spread: float | None = None  # the scatter the margin is sized on (None: catalog)
     runs: tuple[float, ...] = ()  # every measured run's output tok/s
     spread: float = 0.0  # their CV
     resolvable: bool = True  # the box's scatter fits under the catalog's tolerance
@@ -48,8 +48,9 @@ class GateLine:
         verdict = "OK" if self.ok else "BELOW BASELINE"
         if not self.resolvable:
             verdict += (
-                f"; UNRESOLVED: {self.z:g} x this box's CV {self.baseline_spread:.1%} exceeds "
-                f"the tolerance {self.margin:.0%}, so the floor cannot sit outside its noise"
+                f"; UNRESOLVED: {self.z:g} x this box's scatter {self.baseline_spread:.1%} "
+                f"exceeds the tolerance {self.margin:.0%}, so the floor cannot sit outside its "
+                "noise"
             )
         origin = self.source
         if not self.source.startswith(CATALOG) and self.catalog is not None:
@@ -58,7 +59,7 @@ class GateLine:
         if self.margin is not None:
             how = f" = baseline - {self.margin:.1%}"
             if self.baseline_spread is not None:
-                how += f", its CV {self.baseline_spread:.1%}"
+                how += f", scatter {self.baseline_spread:.1%}"
         measured = ""
         if len(self.runs) > 1:
             measured = f"median of {len(self.runs)} runs, CV {self.spread:.1%}; "
@@ -80,8 +81,15 @@ def throughput_gate(
     (baselines.effective_floors); without a host baseline, the catalog's alone.
     """
     by_conc = {r.max_concurrency: r for r in results}
+    noise = {r.max_concurrency: median_se(r.spread, len(r.runs_output_throughput)) for r in results}
     floors = effective_floors(
-        bench.baselines, host, bench.tolerance, bench.min_tolerance, bench.z, bench.baseline_runs
+        bench.baselines,
+        host,
+        bench.tolerance,
+        bench.min_tolerance,
+        bench.z,
+        bench.baseline_runs,
+        noise,
     )
     lines = []
     for conc, f in floors.items():
@@ -125,13 +133,15 @@ def measured_tok_s(lines: list[GateLine]) -> dict[int, float]:
 MEDIAN_SE = math.sqrt(math.pi / 2)
 
 
+def median_se(cv: float, runs: int) -> float:
+    """How much a median of `runs` runs of this CV scatters: 1.25 x CV / sqrt(runs)."""
+    return MEDIAN_SE * cv / math.sqrt(max(1, runs))
+
+
 def measured_spread(lines: list[GateLine]) -> dict[int, float]:
     """How much each gated figure itself scatters: the standard error of the median of its
-    runs, 1.25 x their CV / sqrt(k) (the gate compares medians, not single runs)."""
-    return {
-        line.concurrency: MEDIAN_SE * line.spread / math.sqrt(max(1, len(line.runs)))
-        for line in lines
-    }
+    runs (the gate compares medians, not single runs); record_baseline keeps it."""
+    return {line.concurrency: median_se(line.spread, len(line.runs)) for line in lines}
 
 
 @dataclass(frozen=True)

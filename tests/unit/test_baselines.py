@@ -115,7 +115,7 @@ def test_drill_host_baseline_catches_what_the_catalog_floor_passes() -> None:
 def test_failing_line_names_measured_baseline_source_and_floor() -> None:
     line = throughput_gate([level(8, 240.1)], TINY, host_baseline({8: 1010.0}))[1]
     assert line.text() == (
-        "c=8: 240.1 output tok/s vs baseline 1010.0 (floor 505.0 = baseline - 50.0%, its CV "
+        "c=8: 240.1 output tok/s vs baseline 1010.0 (floor 505.0 = baseline - 50.0%, scatter "
         "0.0%, 24% of baseline; host baseline of 2026-11-30, catalog 250.0) BELOW BASELINE"
     )
     catalog = throughput_gate([level(1, 20.0)], TINY)[0]

@@ -152,18 +152,28 @@ def test_a_20_percent_regression_fails_a_box_with_ordinary_scatter() -> None:
 def test_the_gate_line_prints_measured_baseline_spread_and_floor() -> None:
     own = host({8: 1600.0}, {8: 0.04})
     line = throughput_gate([measured(8, 1500.0, 1480.0, 1520.0)], BENCH, own)[1]
+    # scatter: the baseline's 4.0% and this median's own (1.25 x CV 1.3% / sqrt(3)) combined
     assert line.text() == (
-        "c=8: 1500.0 output tok/s vs baseline 1600.0 (floor 1408.0 = baseline - 12.0%, its CV "
-        "4.0%, 94% of baseline; median of 3 runs, CV 1.3%; host baseline of 2026-12-01, "
+        "c=8: 1500.0 output tok/s vs baseline 1600.0 (floor 1402.5 = baseline - 12.3%, scatter "
+        "4.1%, 94% of baseline; median of 3 runs, CV 1.3%; host baseline of 2026-12-01, "
         "catalog 250.0) OK"
     )
+
+
+def test_a_sweep_measured_in_a_noisy_minute_widens_its_own_margin() -> None:
+    own = host({1: 197.0}, {1: 0.028})  # a baseline set in a quiet hour: margin 8.4%
+    steady = throughput_gate([measured(1, 176.0, 175.0, 177.0)], BENCH, own)[0]
+    assert not steady.ok  # 89% of baseline, read steadily: below a floor of 91.6%
+    noisy = throughput_gate([measured(1, 176.0, 145.0, 200.0)], BENCH, own)[0]
+    assert noisy.ok and noisy.margin == pytest.approx(0.15)  # CV 16%: not a regression
+    assert noisy.floor < steady.floor
 
 
 def test_a_box_too_noisy_for_the_tolerance_says_so_in_the_line() -> None:
     noisy = host({8: 1600.0}, {8: 0.09})  # 3 x 9% = 27% > 15%
     line = throughput_gate([measured(8, 1500.0)], BENCH, noisy)[1]
     assert not line.resolvable and line.floor == pytest.approx(1600.0 * 0.85)
-    assert "UNRESOLVED: 3 x this box's CV 9.0% exceeds the tolerance 15%" in line.text()
+    assert "UNRESOLVED: 3 x this box's scatter 9.0% exceeds the tolerance 15%" in line.text()
 
 
 # --- first N passing runs ------------------------------------------------------------------
