@@ -122,9 +122,10 @@ def stop_command(out_prefix: str) -> str:
     """End the sweep started with this prefix: its whole process group (the benchmark and
     what it spawned), then its pid file; nothing when none runs."""
     pidfile = shlex.quote(pid_file(out_prefix))
+    # `kill -SIG -PGID`: dash's kill (sh on Debian) takes no `--`.
     return (
-        f"pgid=$(cat {pidfile} 2>/dev/null) && kill -TERM -- -$pgid 2>/dev/null; "
-        f'sleep 0.5; [ -n "$pgid" ] && kill -KILL -- -$pgid 2>/dev/null; rm -f {pidfile}; true'
+        f'pgid=$(cat {pidfile} 2>/dev/null) && kill -TERM -"$pgid" 2>/dev/null; '
+        f'sleep 0.5; [ -n "$pgid" ] && kill -KILL -"$pgid" 2>/dev/null; rm -f {pidfile}; true'
     )
 
 

@@ -4,7 +4,10 @@ key never in argv), and its saved JSON read back under the same field names."""
 from __future__ import annotations
 
 import shlex
+import subprocess
+import time
 from dataclasses import replace
+from pathlib import Path
 
 from llmhost.bench.guest_bench import (
     GuestBench,
@@ -78,5 +81,21 @@ def test_each_levels_line_is_read_back() -> None:
 
 def test_a_ctrl_c_stops_the_whole_process_group_the_pid_file_names() -> None:
     stop = stop_command("/tmp/out")
-    assert stop.startswith("pgid=$(cat /tmp/out.pid 2>/dev/null) && kill -TERM -- -$pgid")
-    assert "kill -KILL -- -$pgid" in stop and stop.endswith("rm -f /tmp/out.pid; true")
+    assert stop.startswith('pgid=$(cat /tmp/out.pid 2>/dev/null) && kill -TERM -"$pgid"')
+    assert 'kill -KILL -"$pgid"' in stop and stop.endswith("rm -f /tmp/out.pid; true")
+
+
+def test_the_stop_command_ends_a_real_process_group_under_sh(tmp_path: Path) -> None:
+    """The guest's /bin/sh is dash, whose kill takes no `--`: run both for real here."""
+    prefix = str(tmp_path / "sweep")
+    inner = f"echo $$ > {prefix}.pid; exec timeout 60 sleep 59.5151"
+    start = subprocess.Popen(["setsid", "-w", "sh", "-c", inner])
+    for _ in range(50):
+        if Path(f"{prefix}.pid").exists():
+            break
+        time.sleep(0.1)
+    subprocess.run(["sh", "-c", stop_command(prefix)], check=True, timeout=10)
+    assert start.wait(timeout=10) != 0  # killed, not finished
+    left = subprocess.run(["pgrep", "-f", "sleep 59.5151"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout
+    assert not Path(f"{prefix}.pid").exists()
