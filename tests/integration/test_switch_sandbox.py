@@ -67,16 +67,16 @@ def stop_began(sandbox: SandboxState, model: str) -> float:
 
 
 def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: SandboxState) -> None:
-    # The drain: a long stream (4 x 1,800 tokens) starts while the switch stages B, so it is
-    # running when the switch stops A; it must arrive whole, ending with [DONE].
+    # The drain: a long stream (8 x 1,800 tokens: 6 s on a fast day, 20 s on a slow one)
+    # starts at the operation just before the switch stops A (systemd's daemon-reload after
+    # B's unit is written), so it is running when A stops; it must arrive whole, with [DONE].
     streams: list[Stream] = []
     url = f"http://{sandbox.ip}:{served.port}"
     client = threading.Thread(
-        target=lambda: streams.append(stream_completion(url, "tiny-llama", 1800, n=4))
+        target=lambda: streams.append(stream_completion(url, "tiny-llama", 1800, n=8))
     )
-    run = run_with_action_at(
-        [PYINFRA, "-y", *SERVE, *B_DATA], "Starting operation: stage model weights", client.start
-    )
+    marker = "Starting operation: vLLM systemd units | systemd daemon-reload"
+    run = run_with_action_at([PYINFRA, "-y", *SERVE, *B_DATA], marker, client.start)
     client.join(timeout=300)
     assert run.rc == 0, run.tail()
     out = run.output
@@ -86,7 +86,7 @@ def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: Sandbo
         f"{stopping:.1f}: it was not in flight, so this proves no drain"
     )
     assert stream.status == 200 and not stream.error, stream
-    assert stream.done and stream.completion_tokens == 4 * 1800, stream
+    assert stream.done and stream.completion_tokens == 8 * 1800, stream
     # Staged while A served, then stop A, GPUs free, start B, then the proofs, in that order.
     stop = out.index("Starting operation: vLLM systemd units | switch: stop the previous")
     assert out.index("Starting operation: stage model weights") < stop
