@@ -2,12 +2,12 @@
 cold, quiet gates that do not fail, and regressions of 4x and of 20% that do.
 
 The module restarts the serving unit (a cold server, as after a fresh sandbox), then runs
-`deploys/serve.py --data verify=full` thirteen times against a results directory of its own,
+`deploys/serve.py --data verify=full` nine times against a results directory of its own,
 so the first run starts a new host baseline:
 - each sweep warms the server first and measures each level three times (median);
 - the first three passing runs make the baseline (their median); the first run's figure is
   within 10% of the baseline five runs later;
-- runs 4 to 13, ten gates in a row on the complete baseline, all pass;
+- runs 4 to 9, six gates in a row on the complete baseline, all pass;
 then the same unit, throttled on the guest (SIGSTOP/SIGCONT in a loop) to a quarter of its CPU
 time and then to four fifths (a 20% regression), fails the gate both times on the host
 baseline, after its confirming second sweep; the catalog's figure alone passes the second.
@@ -30,7 +30,10 @@ from tests.helpers import REPO, SERVE, Run, guest_sh, pyinfra
 
 UNIT = "llmhost-tiny-llama.service"
 PIDFILE = "/run/llmhost-drill-throttle.pid"
-QUIET = 13  # three make the baseline, ten more must pass on it
+# Three make the baseline, six more must pass on it. Ten in a row passed on the sandbox
+# (docs/evidence/gate-quiet-gates-*.json); make test runs six: each gate is ~50 s on a slow
+# day, and CI's 90 minutes are the harder limit.
+QUIET = 9
 GUEST_ONLY = ("--limit", "sandbox")  # the stand-in has nothing to do with a gate
 
 
@@ -42,7 +45,7 @@ def results_dir() -> str:
 @pytest.fixture(scope="module")
 def verify_data(results_dir: str) -> str:
     """The gate on demand, on this module's baseline. Correctness has its own tests: off
-    here, it would add its probes (under traffic too) to every one of the thirteen runs."""
+    here, it would add its probes (under traffic too) to every one of the runs."""
     verify = {"mode": "full", "results_dir": results_dir, "draft_ab": "never"}
     return f"verify={json.dumps(verify | {'correctness': False})}"
 
@@ -113,7 +116,7 @@ def test_the_first_baseline_is_within_10_percent_of_the_baseline_five_runs_later
         assert abs(first[conc] - figure) <= 0.10 * figure, (first, later)
 
 
-def test_ten_consecutive_quiet_gates_pass_on_the_complete_baseline(gates: list[Run]) -> None:
+def test_consecutive_quiet_gates_pass_on_the_complete_baseline(gates: list[Run]) -> None:
     assert len(gates) == QUIET, f"run {len(gates)} failed:\n{gates[-1].tail()}"
     for number, run in enumerate(gates[3:], start=4):
         assert run.rc == 0, f"quiet gate {number} failed:\n{run.tail()}"
