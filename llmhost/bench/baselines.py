@@ -4,22 +4,23 @@ The catalog's figures are the reference box's (Kimi: 82.5 tok/s at c=1, 1536 at 
 the tolerance that makes them fair to every host makes them too slack for a fast one: a
 sandbox serving 600 tok/s passes a catalog floor of 30, so a 2x regression goes unseen.
 So each host keeps its own baseline per (host, model profile, venv, driver, bench
-settings), and the floor at each concurrency is the HIGHER of the catalog figure and this
-host's figure, times (1 - tolerance). A change of venv, driver or bench settings is a new
-key: such a change starts from the catalog floor again instead of being judged against
-numbers from different software.
+settings), and the floor at each concurrency is the HIGHER of the catalog's floor and this
+host's (`effective_floors`). A change of venv, driver or bench settings is a new key: such a
+change starts from the catalog floor again instead of being judged against numbers from
+different software.
 
 Each figure is the median of the gate's measured runs (BenchProfile.runs, after a warm-up
-that lasts until two runs agree), with their spread (coefficient of variation). The host's
-floor is its median x (1 - margin), margin = max(min_tolerance, z x spread) capped at the
-catalog's tolerance (`margin_for`): the box's own scatter decides how close a floor can sit.
+that lasts until two runs agree). The host's floor is its baseline x (1 - margin), margin =
+max(min_tolerance, z x scatter) capped at the catalog's tolerance (`margin_for`), the scatter
+combining the baseline's spread with the judged sweep's own: the box's scatter decides how
+close a floor can sit.
 
 The rules (`baseline_update`):
 - the first run of a key that passes the catalog floor at every concurrency records it;
 - it is not kept from that run alone: the next passing runs join it until it holds the first
-  `baseline_runs` (3) passing runs, and the baseline is their median, its spread the larger of
-  their own scatter and the scatter within a run (so a first run on a cold or a bad day is
-  outvoted; after that it stands, no run moves it up or down);
+  `baseline_runs` (3) passing runs (until then it sets no floor), and the baseline is their
+  median, its spread as `grown` says (so a first run on a cold or a bad day is outvoted;
+  after that it stands, no run moves it up or down);
 - a run with `verify.rebaseline` replaces it when it passes the catalog floor, even below
   the host floor: rebaselining after a deliberate change (a slower but correct setting) is
   the point, and the catalog floor still bounds how low a baseline can go;
@@ -111,6 +112,10 @@ class HostBaseline:
 
     def sample_count(self) -> int:
         return min((len(v) for v in self.samples.values()), default=0)
+
+    def complete(self, first_n: int) -> bool:
+        """Made of `first_n` passing runs (or recorded before the rule: no samples)."""
+        return not self.samples or self.sample_count() >= first_n
 
     @property
     def date(self) -> str:
@@ -268,8 +273,7 @@ def effective_floors(
         catalog_floor = reference * (1 - tolerance)
         floor = Floor(reference, catalog_floor, CATALOG, reference, catalog_floor, margin=tolerance)
         own = host.baselines.get(conc) if host is not None else None
-        pending = host is not None and bool(host.samples) and host.sample_count() < first_n
-        if host is not None and own is not None and pending:
+        if host is not None and own is not None and not host.complete(first_n):
             have = host.sample_count()
             source = f"catalog; host baseline {have} of {first_n} runs, not yet a floor"
             floor = replace(floor, source=source, host=own)
@@ -333,7 +337,6 @@ def baseline_update(
         return FIRST_PASS
     if rebaseline:
         return REBASELINE
-    have = host_baseline.sample_count()
-    if host_baseline.samples and have < first_n:
-        return f"passing run {have + 1} of {first_n}"
+    if not host_baseline.complete(first_n):
+        return f"passing run {host_baseline.sample_count() + 1} of {first_n}"
     return None

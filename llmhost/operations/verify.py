@@ -434,15 +434,13 @@ def judge_gate(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
     if gate:  # an ungated run never sets a floor
         passed = all(line.catalog_ok for line in lines)
         reason = baseline_update(own, passed, run.rebaseline, run.bench.baseline_runs)
-        start_afresh = own is None or reason == REBASELINE
-        figures = grown(
-            None if start_afresh else own,
-            gates.measured_tok_s(lines),
-            gates.measured_spread(lines),
-        )
-        outcome.new_baseline = (reason, *figures) if reason else None
+        outcome.new_baseline = None
+        if reason:
+            joins = None if reason == REBASELINE else own  # None: it starts one
+            figures = grown(joins, gates.measured_tok_s(lines), gates.measured_spread(lines))
+            outcome.new_baseline = (reason, *figures)
         unresolved = [line for line in lines if not line.resolvable]
-        if gate and unresolved:
+        if unresolved:
             say(
                 f"WARNING: the gate of {run.model} cannot resolve its margin here: this box's "
                 "run-to-run scatter times z exceeds the catalog's tolerance at c="
@@ -513,8 +511,10 @@ def _throughput_gate(run: BenchRun, gate: bool, outcome: BenchOutcome, cadence: 
     )
     with interruptible(f"the benchmark of {run.model}"):
         outcome.results = run_sweep(run)
-        below = [line for line in gate_lines(run, outcome.results)[0] if not line.ok]
-        if gate and bench.confirm and below:
+        below = []
+        if gate and bench.confirm:
+            below = [line for line in gate_lines(run, outcome.results)[0] if not line.ok]
+        if below:
             pause = bench.confirm_after_s
             say(
                 f"throughput of {run.model} below its floor at c="
