@@ -51,8 +51,9 @@ standin-down:
 	$(PY) -m llmhost.cli standin down
 
 # The sandbox is a site like inventory/lab.py: the same commands a real site runs.
+# Two pyinfra runs (llmhost/site_run.py): the Proxmox host, starting a stopped guest, then site.py.
 site: standin-up
-	$(PYINFRA) -y inventory/sandbox.py deploys/site.py
+	$(PY) -m llmhost.cli site inventory/sandbox.py -y
 
 host: standin-up
 	$(PYINFRA) -y inventory/sandbox.py deploys/host.py

@@ -1,4 +1,5 @@
-"""The whole site in one command, in order: the Proxmox hosts, then the serving guests.
+"""The whole site in one command, in order: the Proxmox hosts, then the serving guests, then
+the monitoring host (when the inventory has one; node exporter then goes on every host).
 
 pyinfra inventory/lab.py deploys/site.py                                  # rebuild after a reboot
 pyinfra inventory/lab.py deploys/site.py --data served_model=minimax-m2.5   # switch the model
@@ -9,14 +10,23 @@ changed) before any guest step: pyinfra interleaves independent hosts, so a barr
 every host passes joins them. Every host's data is validated before the first operation.
 """
 
-from pyinfra import host
+from pyinfra import host, inventory
 
 from llmhost import interrupt
-from llmhost.config.loading import load_guest, load_proxmox_host
+from llmhost.config.loading import load_exporter, load_guest, load_monitoring, load_proxmox_host
 from llmhost.connection import no_delay
-from llmhost.groups import check_one_role, is_proxmox_host, is_serving_guest, leave_alone
+from llmhost.groups import (
+    check_one_role,
+    is_monitoring_host,
+    is_proxmox_host,
+    is_serving_guest,
+    leave_alone,
+    scrape_address,
+    site_is_monitored,
+)
 from llmhost.operations.order import barrier
 from llmhost.secrets import resolve_secrets
+from llmhost.tasks.monitoring import node_exporter, prometheus, site_hosts
 from llmhost.tasks.proxmox_host import proxmox_host
 from llmhost.tasks.serving_guest import serving_guest
 
@@ -26,11 +36,23 @@ check_one_role(host)
 proxmox = load_proxmox_host(host) if is_proxmox_host(host) else None
 guest = load_guest(host) if is_serving_guest(host) else None
 secrets = resolve_secrets(guest) if guest else None  # all data judged before any operation
+monitor = load_monitoring(host) if is_monitoring_host(host) else None
+scraped = (proxmox or guest or monitor) and site_is_monitored(inventory)
+exporter = load_exporter(host) if scraped else None
+watched = site_hosts(inventory) if monitor else []
 
 if proxmox:
     proxmox_host(proxmox)
 barrier(name="Proxmox hosts done: serving guests next", what="site order")
+if exporter:
+    gpus = bool(
+        (proxmox and proxmox.host_profile == "lxc-p2p") or (guest and guest.accelerator == "cuda")
+    )
+    node_exporter(exporter, scrape_address(host), gpus=gpus)
 if guest and secrets:
     serving_guest(guest, secrets)
-if not (proxmox or guest):
-    leave_alone(host, "site.py", "Proxmox host or serving guest")
+barrier(name="serving guests done: monitoring next", what="site order")
+if monitor:
+    prometheus(monitor, watched)
+if not (proxmox or guest or monitor):
+    leave_alone(host, "site.py", "Proxmox host, serving guest or monitoring host")

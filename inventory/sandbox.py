@@ -1,5 +1,6 @@
 """The embedded default, a site like inventory/lab.py on this machine (make sandbox-up,
-make standin-up): a container standing in for the Proxmox host, and the serving guest.
+make standin-up): a container standing in for the Proxmox host (also the monitoring host),
+and the serving guest.
 
 Its API key is a file the sandbox made (secrets are named in group_data, never held there).
 """
@@ -22,9 +23,24 @@ proxmox_hosts = [
             "nvidia_driver_version": "580.159.04",
             "lxc_guests": [{"vmid": 201, "name": "llm-lxc"}],
             "kvm_guests": [{"vmid": 301, "name": "llm-vm", "pci_addresses": []}],
+            # Its packages (node exporter, Prometheus) come through the sandbox's apt proxy.
+            "package_sources": {"apt_proxy": _guest.apt_proxy},
+            # Also the monitoring host: short intervals, so that the drills take seconds.
+            "monitoring": {
+                "listen_address": _pve["ip"],
+                "scrape_interval_s": 5,
+                "evaluation_interval_s": 5,
+                "retention_time": "2d",
+                "retention_size": "1GB",
+                "alerts": {"replica_down_for_s": 15, "gpu_held_for_s": 10},
+            },
+            "metrics": {"gpu_interval_s": 5},
         },
     )
 ]
+
+# Prometheus and Alertmanager on the stand-in (a site's default: its Proxmox host).
+monitoring = [_pve["ip"]]
 
 sandbox = [
     (

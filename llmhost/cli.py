@@ -1,4 +1,4 @@
-"""`llmhost` command line: the sandbox guest and local model builds, for the embedded default."""
+"""`llmhost` command line: the site in two runs; the sandbox test bed of the embedded default."""
 
 from __future__ import annotations
 
@@ -83,7 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("prompt")
     ask.add_argument("--port", type=int, default=8000)
     ask.add_argument("--max-tokens", type=int, default=32)
-    args = parser.parse_args(argv)
+    site = sub.add_parser(
+        "site",
+        help="the site in two pyinfra runs: Proxmox hosts first (stopped guests started), then "
+        "deploys/site.py with the given pyinfra options (llmhost/site_run.py)",
+    )
+    site.add_argument("inventory")
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "site":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         if args.command == "sandbox":
             if args.action == "up":
@@ -98,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             from llmhost.testbed import standin
 
             {"up": standin.up, "down": standin.down, "reset": standin.reset}[args.action]()
+        elif args.command == "site":
+            from llmhost.site_run import run_site
+
+            return run_site(args.inventory, rest)
         elif args.command == "ask":
             return ask_sandbox(args.prompt, args.port, args.max_tokens)
     except sandbox.SandboxError as exc:

@@ -13,6 +13,9 @@ from pyinfra import logger
 PROXMOX_HOSTS = "proxmox_hosts"
 # Serving guests: LXC containers and KVM VMs on the Proxmox hosts, or the local sandbox guest.
 SERVING_GUEST_GROUPS = ("lxc_guests", "kvm_guests", "sandbox")
+# Prometheus and Alertmanager: a role a host may hold beside its other one (by default the
+# Proxmox host: up whenever the site is, and it reaches every guest).
+MONITORING = "monitoring"
 
 
 class RoleError(ValueError):
@@ -25,6 +28,20 @@ def is_proxmox_host(host: Any) -> bool:
 
 def is_serving_guest(host: Any) -> bool:
     return any(group in host.groups for group in SERVING_GUEST_GROUPS)
+
+
+def is_monitoring_host(host: Any) -> bool:
+    return MONITORING in host.groups
+
+
+def site_is_monitored(inventory: Any) -> bool:
+    """The inventory has a monitoring host: every Proxmox host and guest gets node exporter."""
+    return any(is_monitoring_host(h) for h in inventory)
+
+
+def scrape_address(host: Any) -> str:
+    """Where the site reaches a host: pyinfra's own address for it."""
+    return str(host.data.get("ssh_hostname") or host.name)
 
 
 def check_one_role(host: Any) -> None:

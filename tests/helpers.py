@@ -49,6 +49,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 H200 = FIXTURES / "h200"
 GOLDEN = REPO / "tests" / "golden"
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+PY = sys.executable
 
 # --- pyinfra, as a user runs it --------------------------------------------------------------
 
@@ -66,17 +67,29 @@ class Run:
         return "\n".join(self.output.splitlines()[-n:])
 
 
-def pyinfra(*args: str, timeout: int = 1500) -> Run:
-    """Run pyinfra like a user does; keep the whole log under .sandbox/logs/."""
+def logged_run(argv: list[str], timeout: int, label: str, merged: bool = False) -> Run:
+    """Run a command like a user does; keep the whole log under .sandbox/logs/. merged: one
+    stream, in the order written (stdout, then stderr, otherwise)."""
     logs = STATE_DIR / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    stderr = subprocess.STDOUT if merged else subprocess.PIPE
     proc = subprocess.run(
-        [PYINFRA, "-y", *args], cwd=REPO, text=True, capture_output=True, timeout=timeout
+        argv, cwd=REPO, text=True, timeout=timeout, stdout=subprocess.PIPE, stderr=stderr
     )
-    out = proc.stdout + proc.stderr
-    (logs / f"pyinfra-{int(time.time())}.log").write_text(out)
+    out = proc.stdout + (proc.stderr or "")
+    (logs / f"{label}-{int(time.time())}.log").write_text(out)
     return Run(proc.returncode, out, time.monotonic() - start)
+
+
+def pyinfra(*args: str, timeout: int = 1500) -> Run:
+    return logged_run([PYINFRA, "-y", *args], timeout, "pyinfra")
+
+
+def llmhost_site(*args: str, timeout: int = 1500) -> Run:
+    """`llmhost site inventory/sandbox.py -y ...`: the Proxmox hosts run, then deploys/site.py."""
+    argv = [PY, "-m", "llmhost.cli", "site", "inventory/sandbox.py", "-y", *args]
+    return logged_run(argv, timeout, "llmhost-site", merged=True)
 
 
 def results_rows(output: str) -> dict[str, tuple[str, str, str]]:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pyinfra.api.exceptions import PyinfraError
 
 from llmhost.config.guest import GuestConfig
+from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
 from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.config.types import Strict
 
@@ -29,7 +30,11 @@ class ConfigError(PyinfraError):
 
 
 def _all_fields() -> list[str]:
-    return [*GuestConfig.model_fields, *ProxmoxHostConfig.model_fields]
+    return [
+        *GuestConfig.model_fields,
+        *ProxmoxHostConfig.model_fields,
+        *MonitoringConfig.model_fields,
+    ]
 
 
 def format_errors(host_name: str, exc: ValidationError) -> str:
@@ -92,3 +97,11 @@ def load_guest(host: Any) -> GuestConfig:
 
 def load_proxmox_host(host: Any) -> ProxmoxHostConfig:
     return validate(ProxmoxHostConfig, host.name, host_data(host))
+
+
+def load_exporter(host: Any) -> ExporterConfig:
+    return validate(ExporterConfig, host.name, host_data(host))
+
+
+def load_monitoring(host: Any) -> MonitoringConfig:
+    return validate(MonitoringConfig, host.name, host_data(host))

@@ -14,14 +14,22 @@ PCI_ID_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}$")
 PCI_ADDR_RE = re.compile(r"^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-class LxcGuestRef(Strict):
+class GuestRef(Strict):
+    """A guest this host runs. By default it starts when the host boots and a converge starts
+    it when found stopped; startup_order (Proxmox's `startup: order=`) defaults to its place
+    in the lists, LXC guests first. start_at_boot false leaves its boot and run state alone."""
+
     vmid: int = Field(ge=100, le=999999999)
     name: str
+    start_at_boot: bool = True
+    startup_order: int | None = Field(default=None, ge=0, le=9999)
 
 
-class KvmGuestRef(Strict):
-    vmid: int = Field(ge=100, le=999999999)
-    name: str
+class LxcGuestRef(GuestRef):
+    pass
+
+
+class KvmGuestRef(GuestRef):
     pci_addresses: tuple[str, ...] = ()
 
     @field_validator("pci_addresses")
@@ -89,6 +97,19 @@ class ProxmoxHostConfig(Strict):
                 raise ValueError(f"vmid {guest.vmid} is listed twice")
             seen.add(guest.vmid)
         return values
+
+    def guests_to_start(self) -> list[tuple[Literal["lxc", "kvm"], int, int]]:
+        """(kind, vmid, startup order) of every guest managed at boot, in start order."""
+        listed: list[tuple[Literal["lxc", "kvm"], GuestRef]] = [
+            *(("lxc", g) for g in self.lxc_guests),
+            *(("kvm", g) for g in self.kvm_guests),
+        ]
+        managed = [
+            (kind, g.vmid, g.startup_order if g.startup_order is not None else place)
+            for place, (kind, g) in enumerate(listed, start=1)
+            if g.start_at_boot
+        ]
+        return sorted(managed, key=lambda guest: guest[2])
 
     @model_validator(mode="after")
     def _profile_needs(self) -> ProxmoxHostConfig:

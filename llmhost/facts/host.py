@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 from pyinfra.api import FactBase
 
+from llmhost.guest_boot import TOOLS, parse_status
+
 
 class BootLoader(FactBase[str | None]):
     """systemd-boot (proxmox-boot-tool manages ESPs and /etc/kernel/cmdline), grub, or None.
@@ -84,3 +86,19 @@ class FstabSwaps(FactBase[list[str]]):
 
     def process(self, output: Iterable[str]) -> list[str]:
         return [line for line in output if line.strip()]
+
+
+class GuestStatus(FactBase[str | None]):
+    """A Proxmox guest's state from `pct status`/`qm status` ("running", "stopped"), or None
+    when the tool cannot tell (no such guest)."""
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self, kind: str, vmid: int) -> str:
+        tool = TOOLS[kind]
+        return f"{tool} status {int(vmid)} 2>/dev/null || true"
+
+    def process(self, output: Iterable[str]) -> str | None:
+        return parse_status("\n".join(output))

@@ -16,9 +16,11 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from llmhost.facts.files import Account, PathStates
+from llmhost.operations.failure import fails_its_host
 
 
 @operation()
+@fails_its_host
 def atomic_file(
     content: str,
     dest: str,
@@ -57,6 +59,7 @@ def atomic_file(
 
 
 @operation()
+@fails_its_host
 def directories(specs: list[tuple[str, str, str, str]]):
     """
     Each ``(path, mode, user, group)`` is a directory with that mode and owner.
@@ -84,6 +87,7 @@ def directories(specs: list[tuple[str, str, str, str]]):
 
 
 @operation()
+@fails_its_host
 def service_account(user: str, home: str, shell: str = "/usr/sbin/nologin"):
     """
     A system user with a same-named system group, this home and shell (one guest command).

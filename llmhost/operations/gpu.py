@@ -10,10 +10,12 @@ from pyinfra.context import state
 
 from llmhost.facts.nvidia import HostDriverVersion, UserspaceDriverVersion
 from llmhost.gpu_userspace import driver_mismatch
+from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
 
 
 @operation()
+@fails_its_host
 def driver_versions_match(pin: str):
     """
     Guest userspace driver == kernel module == pin, read fresh at execution time.

@@ -16,14 +16,17 @@ from pyinfra.context import state
 from pyinfra.operations import files, server
 
 from llmhost.facts.files import FileText
-from llmhost.facts.host import RunningCmdline
+from llmhost.facts.host import GuestStatus, RunningCmdline
+from llmhost.guest_boot import GuestKind, boot_set_command, config_path, start_command
 from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
 from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
 from llmhost.lxc_passthrough import qm_set_commands, with_block
+from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
 
 
 @operation()
+@fails_its_host
 def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
     """
     Add/remove kernel parameters in the file the next boot reads; refresh the boot loader.
@@ -63,6 +66,7 @@ def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
 
 
 @operation()
+@fails_its_host
 def running_cmdline(
     present: list[str],
     absent: list[str],
@@ -97,6 +101,7 @@ def running_cmdline(
 
 
 @operation()
+@fails_its_host
 def verify_cmdline(present: list[str], absent: list[str]):
     """
     After an allowed reboot the running kernel must have the wanted line, or the run fails.
@@ -120,6 +125,47 @@ def verify_cmdline(present: list[str], absent: list[str]):
 
 
 @operation()
+@fails_its_host
+def guest_start_at_boot(kind: GuestKind, vmid: int, order: int):
+    """
+    The guest starts when its host boots, in its place: `onboot: 1`, `startup: order=N`.
+
+    + kind: "lxc" (pct) or "kvm" (qm)
+    + vmid: the guest
+    + order: its place in Proxmox's start order (lower starts first)
+    """
+    path = config_path(kind, vmid)
+    text = host.get_fact(FileText, path=path)
+    if text is None:
+        raise OperationError(f"{path} is missing: guest {vmid} is not on this host")
+    command = boot_set_command(kind, vmid, text, order)
+    if command is None:
+        host.noop(f"guest {vmid} already starts at boot (order={order})")
+        return
+    yield command
+
+
+@operation()
+@fails_its_host
+def guest_running(kind: GuestKind, vmid: int):
+    """
+    A guest found stopped is started, so that its own units come up and serve.
+
+    + kind: "lxc" (pct) or "kvm" (qm)
+    + vmid: the guest
+    """
+    status = host.get_fact(GuestStatus, kind=kind, vmid=vmid)
+    if status is None:
+        raise OperationError(f"{kind} guest {vmid}: its status cannot be read on this host")
+    command = start_command(kind, vmid, status)
+    if command is None:
+        host.noop(f"guest {vmid} is {status}")
+        return
+    yield command
+
+
+@operation()
+@fails_its_host
 def lxc_gpu_block(vmid: int, block: str):
     """
     The managed passthrough block in /etc/pve/lxc/<vmid>.conf; `pct reboot` only on change.
@@ -141,6 +187,7 @@ def lxc_gpu_block(vmid: int, block: str):
 
 
 @operation()
+@fails_its_host
 def kvm_hostpci(vmid: int, addresses: list[str]):
     """
     hostpciN entries of KVM guest <vmid> through `qm set`, only those that differ.
@@ -160,6 +207,7 @@ def kvm_hostpci(vmid: int, addresses: list[str]):
 
 
 @operation()
+@fails_its_host
 def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool):
     """
     No swap now and none after a reboot: fstab swap lines commented out, swapoff -a.
@@ -182,6 +230,7 @@ def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool
 
 
 @operation()
+@fails_its_host
 def note(message: str):
     """
     Print a line about what this run could not do here; changes nothing.

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import operation
 
+from llmhost.operations.failure import fails_its_host
+
 
 @operation()
+@fails_its_host
 def barrier(what: str):
     """
     Changes nothing; every host's operations above it run before any host's below it.

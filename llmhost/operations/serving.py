@@ -13,12 +13,14 @@ from pyinfra.context import state
 
 from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
+from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
 from llmhost.operations.rollback import rolls_back
 from llmhost.readiness import Readiness, auth_headers, wait_ready
 
 
 @operation()
+@fails_its_host
 def ready(
     unit: str,
     base_url: str,

@@ -29,6 +29,7 @@ from pyinfra.context import state
 
 from llmhost import interrupt
 from llmhost.interrupt import interruptible
+from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
 from llmhost.operations.rollback import rolls_back
 from llmhost.operations.verify import CorrectnessCheck
@@ -204,6 +205,7 @@ def last_answer(source: RollbackTarget) -> float | None:
 
 
 @operation()
+@fails_its_host
 def switch_stop(guard: SwitchGuard):
     """
     Stop and disable the old model's unit, verify the GPUs are free, record "pending".
@@ -246,6 +248,7 @@ def switch_stop(guard: SwitchGuard):
 
 
 @operation()
+@fails_its_host
 def switch_start(guard: SwitchGuard, unit: str):
     """
     Enable and start the new model's unit, under the guard: a start that fails rolls back.
@@ -269,6 +272,7 @@ def switch_start(guard: SwitchGuard, unit: str):
 
 
 @operation()
+@fails_its_host
 def switch_commit(guard: SwitchGuard, record_text: str | None):
     """
     The new model passed its proofs: record it (and what served before), print the summary.

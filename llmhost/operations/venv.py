@@ -11,6 +11,7 @@ from pyinfra.api import operation
 from pyinfra.context import state
 
 from llmhost.facts.files import FileText, ToolVersion
+from llmhost.operations.failure import fails_its_host
 from llmhost.operations.progress import run_with_progress
 
 SPEC_FILE = "llmhost-spec.json"
@@ -64,6 +65,7 @@ def sync_command(
 
 
 @operation()
+@fails_its_host
 def uv_venv(
     path: str,
     lock: str,
@@ -121,6 +123,7 @@ def uv_venv(
 
 
 @operation()
+@fails_its_host
 def uv_tool(tools: str, version: str, pip_args: str):
     """
     ``tools/bin/uv`` is uv ``version``: a small venv of its own, pip-installed from the index.

@@ -64,6 +64,8 @@ from llmhost.bench.sweep import git_sha, server_version
 from llmhost.catalog import BenchProfile, CorrectnessProfile
 from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
 from llmhost.interrupt import Interrupted, interruptible
+from llmhost.monitoring import gate_textfile_command
+from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
 from llmhost.operations.rollback import rolls_back
 from llmhost.readiness import API_KEY_ENV, auth_headers, wait_ready
@@ -167,6 +169,7 @@ class CorrectnessCheck:
 
 
 @operation()
+@fails_its_host
 def correct(check: CorrectnessCheck, guard: Any = None):
     """
     Greedy completions of the profile's prompts, judged before any number counts.
@@ -467,6 +470,7 @@ def record_acceptance(run: BenchRun, acc: Acceptance, outcome: BenchOutcome) -> 
 
 
 @operation()
+@fails_its_host
 def throughput_gate(
     run: BenchRun,
     gate: bool,
@@ -556,6 +560,7 @@ def ready_waiter(run: BenchRun, load_timeout_s: int) -> Callable[[str], None]:
 
 
 @operation()
+@fails_its_host
 def draft_ab(
     run: BenchRun,
     outcome: BenchOutcome,
@@ -613,25 +618,34 @@ def draft_ab(
 
 
 @operation()
+@fails_its_host
 def bench_results(
-    run: BenchRun, outcome: BenchOutcome, record: str | None = None, guard: Any = None
+    run: BenchRun,
+    outcome: BenchOutcome,
+    record: str | None = None,
+    guard: Any = None,
+    max_age_s: int = 0,
 ):
     """
     Save the sweep with every verdict, then fail the deploy on what failed; on a pass, record
-    its time on the guest (the cadence reads it: no load test again until max_age).
+    its time on the guest (the cadence reads it: no load test again until max_age), and
+    export it to node exporter where one runs (the GateStale alert).
 
     + run: the server, model, benchmark profile, labels and results directory
     + outcome: what `throughput_gate` (and `draft_ab`) found
     + record: where the guest keeps the time of the last passing gate
     + guard: a switch in flight (SwitchGuard): a failed verdict rolls it back
+    + max_age_s: verify.max_age_s, exported beside the time
     """
     if not state.is_executing:
         return
     with rolls_back(guard):
-        yield from _bench_results(run, outcome, record, guard)
+        yield from _bench_results(run, outcome, record, guard, max_age_s)
 
 
-def _bench_results(run: BenchRun, outcome: BenchOutcome, record: str | None, guard: Any):
+def _bench_results(
+    run: BenchRun, outcome: BenchOutcome, record: str | None, guard: Any, max_age_s: int
+):
     if outcome.load is not None and not outcome.load.run:
         host.noop(f"no benchmark of {run.model} in this run")
         return
@@ -657,4 +671,6 @@ def _bench_results(run: BenchRun, outcome: BenchOutcome, record: str | None, gua
     if record is None:
         host.noop(f"{run.model} holds its baseline")
         return
-    yield f"printf '%s\\n' {int(time.time())} > {shlex.quote(record)}"
+    now = int(time.time())
+    exported = gate_textfile_command(run.model, now, max_age_s)
+    yield f"printf '%s\\n' {now} > {shlex.quote(record)} && {exported}"

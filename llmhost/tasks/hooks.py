@@ -187,4 +187,5 @@ def prove_throughput(
         outcome=outcome,
         record=cadence.record,
         guard=guard,
+        max_age_s=cfg.verify.max_age_s,
     )

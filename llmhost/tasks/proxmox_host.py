@@ -37,6 +37,8 @@ from llmhost.host_plan import (
 )
 from llmhost.lxc_passthrough import passthrough_block
 from llmhost.operations.host import (
+    guest_running,
+    guest_start_at_boot,
     kernel_cmdline,
     kvm_hostpci,
     lxc_gpu_block,
@@ -130,6 +132,21 @@ def nvidia_at_boot(cfg: ProxmoxHostConfig) -> None:
     )
 
 
+def guests_back(cfg: ProxmoxHostConfig) -> None:
+    """Each managed guest starts at boot, in order, and one found stopped is started now:
+    before its passthrough block, whose change reboots a running guest (`pct reboot`)."""
+    guests = cfg.guests_to_start()
+    for kind, vmid, order in guests:
+        guest_start_at_boot(
+            name=f"{kind.upper()} guest {vmid} starts at boot (order {order})",
+            kind=kind,
+            vmid=vmid,
+            order=order,
+        )
+    for kind, vmid, _ in guests:
+        guest_running(name=f"{kind.upper()} guest {vmid} running", kind=kind, vmid=vmid)
+
+
 def guest_passthrough(cfg: ProxmoxHostConfig, block: str, p: HostPlan) -> None:
     """The GPUs into each guest: the LXC block (pct reboot on change), the VMs' hostpci."""
     if p.uses_nvidia_driver:
@@ -165,7 +182,7 @@ def running_kernel(cfg: ProxmoxHostConfig, p: HostPlan) -> None:
         )
 
 
-@deploy("Proxmox host: kernel, sysctls, swap, GPU modules and passthrough")
+@deploy("Proxmox host: kernel, sysctls, swap, GPU modules, guests at boot and passthrough")
 def proxmox_host(cfg: ProxmoxHostConfig) -> None:
     loader, block = preflight(cfg)
     p: HostPlan = plan(cfg)
@@ -179,5 +196,6 @@ def proxmox_host(cfg: ProxmoxHostConfig) -> None:
     boot_modules(p)
     if p.uses_nvidia_driver:
         nvidia_at_boot(cfg)
+    guests_back(cfg)
     guest_passthrough(cfg, block, p)
     running_kernel(cfg, p)

@@ -445,7 +445,7 @@ def down() -> None:
         _run(["lxc-stop", "-n", CONTAINER, "-k"], check=False)
         _run(["lxc-destroy", "-n", CONTAINER])
         log(f"destroyed {CONTAINER}")
-    for name in ("wheels", "proxpi", "apt-cacher-ng"):
+    for name in ("guest-bridge", "wheels", "proxpi", "apt-cacher-ng"):
         _stop(name)
     # A container left running on a deleted bridge keeps a veth to nowhere: the next
     # `sandbox up` makes a new bridge and `standin up`, finding it running, cannot reach it.

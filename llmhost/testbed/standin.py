@@ -8,7 +8,10 @@ deploys/host.py runs for real against it, unchanged.
 
 The test bed makes the container look like that host from the inside (testbed/shims/):
 - `pct`, `qm`, `proxmox-boot-tool`, `update-grub`, `update-initramfs` are small shims in
-  /usr/local/sbin that append their argv to COMMAND_LOG and change nothing (tests read it);
+  /usr/local/sbin that append their argv to COMMAND_LOG and change nothing (tests read it),
+  except that `pct|qm set --onboot/--startup` edit the guest's config, and `pct status/start
+  201` read and start the sandbox container itself, through a loop on this machine (the
+  guest bridge, started by `up`, ended by `down`);
 - `nvidia-smi` answers from the captures; `nvidia-persistenced` forks an idle process;
 - at boot, llmhost-standin-hw.service binds the captured /proc/devices and /proc/cmdline
   over the container's own and creates /dev/nvidia* character devices with the captured
@@ -21,6 +24,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from llmhost.testbed import sandbox
@@ -33,11 +37,19 @@ COMMAND_LOG = "/var/log/llmhost/not-executed.log"
 CAPTURES = sandbox.REPO_ROOT / "tests" / "fixtures" / "h200"
 SHIMS = Path(__file__).resolve().parent / "shims"
 RECORDED_COMMANDS = ("pct", "qm", "proxmox-boot-tool", "update-grub", "update-initramfs")
+GUEST_TOOLS = ("pct", "qm")  # the proxmox-guest shim: records, and keeps guests' boot state
+# The stand-in's LXC guest 201 is the sandbox container: its `pct status/start` reach it
+# through the guest bridge (llmhost/testbed/guest_bridge.py), a loop on this machine.
+BRIDGED_GUESTS = {201: sandbox.CONTAINER}
+BRIDGE_DAEMON = "guest-bridge"
+GUESTS_DIR = "/var/lib/llmhost-standin/guests"
 # Read by the shims and the hardware unit (besides proc/devices and proc/cmdline), from
 # tests/fixtures/h200 and, for the state document's queries, tests/fixtures/h200-report.
 CAPTURED_FILES = ("query-gpu-driver.csv", "nvidia-smi-L.txt", "dev-nvidia-nodes.txt")
 REPORT_CAPTURES = CAPTURES.parent / "h200-report"
 REPORT_FILES = ("gpu-inventory.csv", "compute-apps.csv", "topo-m.txt")
+# The GPU metrics timer's two queries, idle and with an orphan holding 8 GiB (H200 captures).
+MONITORING_CAPTURES = CAPTURES.parent / "h200-monitoring"
 
 LXC_201 = """\
 arch: amd64
@@ -102,7 +114,11 @@ def put(path: str, text: str) -> str:
 def install_shims() -> list[str]:
     """Shell steps that put the shims and the hardware unit in place (idempotent)."""
     record = (SHIMS / "record-only").read_text()
-    steps = [put(f"/usr/local/sbin/{cmd}", record) for cmd in RECORDED_COMMANDS]
+    guest_tool = (SHIMS / "proxmox-guest").read_text()
+    steps = [
+        put(f"/usr/local/sbin/{cmd}", guest_tool if cmd in GUEST_TOOLS else record)
+        for cmd in RECORDED_COMMANDS
+    ]
     steps += [
         put("/usr/local/bin/nvidia-smi", (SHIMS / "nvidia-smi").read_text()),
         put("/usr/bin/nvidia-persistenced", (SHIMS / "nvidia-persistenced").read_text()),
@@ -122,7 +138,7 @@ def reset() -> None:
     """The stand-in's files as a freshly installed Proxmox host with 1 GPU would have them."""
     script = [
         "systemctl stop nvidia-persistenced.service 2>/dev/null || true",
-        f"rm -rf /etc/pve {FACT_ROOT} {COMMAND_LOG} {MANAGED}",
+        f"rm -rf /etc/pve {FACT_ROOT} {COMMAND_LOG} {MANAGED} {GUESTS_DIR}/*.state",
         *install_shims(),
         put("/etc/pve/lxc/201.conf", LXC_201),
         put("/etc/pve/qemu-server/301.conf", QEMU_301),
@@ -136,6 +152,7 @@ def reset() -> None:
     script += [
         put(f"{FACT_ROOT}/{name}", (REPORT_CAPTURES / name).read_text()) for name in REPORT_FILES
     ]
+    script += gpu_state_steps("idle")
     script += [
         "systemctl daemon-reload",
         "systemctl enable llmhost-standin-hw.service",
@@ -143,6 +160,21 @@ def reset() -> None:
     ]
     ssh(" && ".join(script))
     sandbox.log(f"stand-in {NAME}: Proxmox host files reset")
+
+
+def gpu_state_steps(state: str) -> list[str]:
+    return [
+        put(
+            f"{FACT_ROOT}/monitoring/{kind}.csv",
+            (MONITORING_CAPTURES / f"{kind}-{state}.csv").read_text(),
+        )
+        for kind in ("query-gpu", "query-apps")
+    ]
+
+
+def gpu_state(state: str) -> None:
+    """The stand-in's nvidia-smi answers as the H200 did "idle" or with an orphan "held"."""
+    ssh(" && ".join(gpu_state_steps(state)))
 
 
 def edit_capture(path: str, sed_expression: str) -> None:
@@ -166,8 +198,9 @@ def up() -> dict:
     sandbox.wait_ssh(key, ip=IP)
     sandbox.write_ssh_config(key)
     # A container from an older checkout may lack the shims: give it the seed state.
-    if created or ssh(f"test -f {FACT_ROOT}/topo-m.txt", check=False) is None:
+    if created or ssh(f"test -f {FACT_ROOT}/monitoring/query-gpu.csv", check=False) is None:
         reset()
+    start_guest_bridge()
     info = {
         "name": NAME,
         "ip": IP,
@@ -180,6 +213,15 @@ def up() -> dict:
     return info
 
 
+def start_guest_bridge() -> None:
+    """The loop answering the stand-in's `pct status/start` of its bridged guests."""
+    mapping = [f"{vmid}={name}" for vmid, name in BRIDGED_GUESTS.items()]
+    rootfs = f"/var/lib/lxc/{NAME}/rootfs"
+    command = [sys.executable, "-m", "llmhost.testbed.guest_bridge", rootfs, *mapping]
+    sandbox._spawn(BRIDGE_DAEMON, command, env={"PYTHONPATH": str(sandbox.REPO_ROOT)})
+    sandbox._check_alive(BRIDGE_DAEMON)
+
+
 def reboot() -> None:
     """lxc-stop/lxc-start, as a power cycle of the host would."""
     sandbox.reboot(NAME)
@@ -187,6 +229,7 @@ def reboot() -> None:
 
 
 def down() -> None:
+    sandbox._stop(BRIDGE_DAEMON)
     if sandbox.container_exists(NAME):
         sandbox._run(["lxc-stop", "-n", NAME, "-k"], check=False)
         sandbox._run(["lxc-destroy", "-n", NAME])

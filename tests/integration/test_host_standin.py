@@ -73,8 +73,33 @@ def test_proxmox_commands_are_recorded_not_executed(first_converge: FirstConverg
     assert first_converge.recorded == [
         "proxmox-boot-tool refresh",
         "update-initramfs -u -k all",
+        "pct set 201 --onboot 1 --startup order=1",
+        "qm set 301 --onboot 1 --startup order=2",
         "pct reboot 201",
     ]
+
+
+def test_every_guest_starts_at_boot_in_order_and_a_stopped_one_is_started(
+    first_converge: FirstConverge,
+) -> None:
+    lxc, snapshot = sh("cat /etc/pve/lxc/201.conf").split("\n[pre-upgrade]\n")
+    assert "onboot: 1" in lxc.splitlines() and "startup: order=1" in lxc.splitlines()
+    assert "onboot" not in snapshot  # a snapshot's keys are its own
+    kvm = sh("cat /etc/pve/qemu-server/301.conf").splitlines()
+    assert "onboot: 1" in kvm and "startup: order=2" in kvm
+    # The KVM guest (the shim keeps its state; 201 is the real sandbox container) found
+    # stopped is started; nothing else changes.
+    sh("qm stop 301")
+    assert sh("qm status 301") == "status: stopped"
+    mark = len(recorded())
+    run = pyinfra(*HOST)
+    assert run.rc == 0, run.tail()
+    assert recorded()[mark:] == ["qm start 301"]
+    assert set(changed_ops(run.output)) == {
+        "Proxmox host: kernel, sysctls, swap, GPU modules, guests at boot and passthrough | "
+        "KVM guest 301 running"
+    }
+    assert sh("qm status 301") == "status: running"
 
 
 def test_second_run_reports_zero_changes_and_reboots_no_guest(
@@ -98,7 +123,7 @@ def test_a_new_uvm_major_rewrites_the_block_and_pct_reboot_not_executed(
         run = pyinfra(*HOST)
         assert run.rc == 0, run.tail()
         assert set(changed_ops(run.output)) == {
-            "Proxmox host: kernel, sysctls, swap, GPU modules and passthrough | "
+            "Proxmox host: kernel, sysctls, swap, GPU modules, guests at boot and passthrough | "
             "GPU passthrough block of LXC guest 201 (llm-lxc)"
         }
         conf = sh("cat /etc/pve/lxc/201.conf")

@@ -18,10 +18,12 @@ import requests
 
 from llmhost.config.guest import GuestConfig
 from llmhost.render import unit_paths
+from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState, api_key
 from tests.helpers import (
     REPO,
     SERVE,
+    SITE,
     api_headers,
     changed_ops,
     guest_sh,
@@ -112,12 +114,15 @@ def test_bad_data_stops_the_run_and_leaves_the_guest_untouched(sandbox: SandboxS
 
 
 @pytest.mark.usefixtures("served")
-def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: SandboxState) -> None:
-    # confirm off: one sweep is enough to show an unreachable figure (the confirmation has
-    # its drills in test_gate_sandbox.py).
+def test_an_unreachable_baseline_fails_its_guest_and_the_other_hosts_finish(
+    sandbox: SandboxState,
+) -> None:
+    # The whole site in one run (two hosts): the guest's gate fails; the stand-in, whose
+    # monitoring operations come after the guest's, still runs them. confirm off: one sweep
+    # shows an unreachable figure (the confirmation has its drills in test_gate_sandbox.py).
     bench = {"baselines": {"1": 1000000}, "confirm": False}
     verify = json.dumps({"mode": "full", "bench": bench})
-    run = pyinfra(*SERVE, "--data", f"verify={verify}")
+    run = pyinfra(*SITE, "--data", f"verify={verify}")
     assert run.rc != 0, run.tail()
     assert "throughput below baseline for tiny-llama" in run.output, run.tail()
     assert re.search(
@@ -125,9 +130,20 @@ def test_an_unreachable_baseline_fails_the_deploy_with_both_numbers(sandbox: San
         r"15\.0%, 0% of baseline; median of 3 runs, CV [\d.]+%; catalog\) BELOW BASELINE",
         run.output,
     ), run.tail()
+    # The failure names its host and its operation, once.
+    failed = f"[{sandbox.ip}] Operation error in post-deploy hooks | benchmark results"
+    assert run.output.count(failed) == 1, run.tail()
     # Only the gate failed: every operation before it reported no change.
     assert f"[{sandbox.ip}] Success" not in run.output, run.tail()
-    assert "Operation error in" in run.output and "post-deploy hooks" in run.output
+    # The other host went on after the failure, to its last operation.
+    after = run.output[run.output.index(failed) :]
+    assert "Starting operation: Prometheus and Alertmanager | restart Alertmanager" in after
+    assert f"[{standin.IP}] No changes" in after, run.tail()
+    rows = results_rows(run.output)
+    assert rows["Prometheus and Alertmanager | Alertmanager enabled and running"][2] == "1"
+    # A failed gate without a switch leaves the model serving.
+    models = requests.get(f"http://{sandbox.ip}:8000/v1/models", headers=api_headers(), timeout=10)
+    assert models.status_code == 200
 
 
 def refcheck(sandbox: SandboxState, request: dict) -> list[dict]:

@@ -1,0 +1,156 @@
+"""What the site's Prometheus scrapes and the files it runs on, from the inventory and
+group_data: pure, so the exact files are tested without a Prometheus.
+
+Why from the inventory: a replica added to `lxc_guests` is scraped by the next converge, and
+one removed stops being scraped; nobody keeps a second list by hand. Targets are the address
+pyinfra reaches each host on (`ssh_hostname`, else its name): the site's own names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from llmhost.config.monitoring import MetricsSettings, MonitoringSettings
+from llmhost.render import render_template
+
+PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
+RULES_FILE = "/etc/prometheus/llmhost-rules.yml"
+ALERTMANAGER_CONFIG = "/etc/prometheus/alertmanager.yml"
+PROMETHEUS_DEFAULTS = "/etc/default/prometheus"
+ALERTMANAGER_DEFAULTS = "/etc/default/prometheus-alertmanager"
+NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+GPU_TEXTFILE = f"{TEXTFILE_DIR}/llmhost_gpu.prom"
+GATE_TEXTFILE = f"{TEXTFILE_DIR}/llmhost_gate.prom"
+GPU_METRICS_UNIT = "prometheus-llmhost-gpu"  # beside Debian's prometheus-node-exporter-*.timer
+PROMETHEUS_PACKAGES = ["prometheus", "prometheus-alertmanager"]
+NODE_EXPORTER_PACKAGE = "prometheus-node-exporter"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the inventory name
+    address: str  # host:port Prometheus scrapes
+    role: str = ""
+
+
+@dataclass(frozen=True)
+class SiteHost:
+    """What the monitoring host needs to know of one inventory host."""
+
+    name: str
+    address: str  # ssh_hostname, else the name
+    role: str  # "proxmox_host", "serving_guest", "monitoring"
+    metrics_port: int
+    vllm_port: int | None = None  # serving guests only
+
+
+def scrape_targets(hosts: Iterable[SiteHost]) -> tuple[list[Target], list[Target]]:
+    """(vLLM targets, node exporter targets), each host once, in inventory order."""
+    vllm: list[Target] = []
+    node: list[Target] = []
+    seen: set[str] = set()
+    for h in hosts:
+        if h.vllm_port is not None:
+            vllm.append(Target(h.name, f"{h.address}:{h.vllm_port}", h.role))
+        if h.name not in seen:
+            node.append(Target(h.name, f"{h.address}:{h.metrics_port}", h.role))
+            seen.add(h.name)
+    return vllm, node
+
+
+def exporter_listen(metrics: MetricsSettings, address: str) -> str:
+    """node exporter's --web.listen-address: the given address, else the scrape address when
+    it is an IP, else every interface (a host name may resolve to several)."""
+    if metrics.listen_address:
+        return f"{metrics.listen_address}:{metrics.port}"
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return f":{metrics.port}"
+    return f"{address}:{metrics.port}"
+
+
+def render_prometheus_config(
+    s: MonitoringSettings, host_name: str, vllm: list[Target], node: list[Target]
+) -> str:
+    return render_template(
+        "prometheus.yml.j2", s=s, host_name=host_name, rules_file=RULES_FILE, vllm=vllm, node=node
+    )
+
+
+def render_rules(s: MonitoringSettings, gpu_interval_s: int) -> str:
+    return render_template("llmhost-rules.yml.j2", a=s.alerts, gpu_interval_s=gpu_interval_s)
+
+
+def render_alertmanager_config(s: MonitoringSettings) -> str:
+    return render_template("alertmanager.yml.j2", s=s)
+
+
+def defaults_file(args: list[str]) -> str:
+    """Debian's /etc/default/<service>: the unit passes $ARGS to the daemon."""
+    return (
+        "# Written by llmhost (llmhost/monitoring.py): the next converge replaces any edit.\n"
+        f'ARGS="{" ".join(args)}"\n'
+    )
+
+
+def prometheus_args(s: MonitoringSettings) -> list[str]:
+    return [
+        f"--web.listen-address={s.listen_address}:{s.port}",
+        f"--storage.tsdb.retention.time={s.retention_time}",
+        f"--storage.tsdb.retention.size={s.retention_size}",
+    ]
+
+
+def alertmanager_args(s: MonitoringSettings) -> list[str]:
+    return [
+        f"--web.listen-address={s.listen_address}:{s.alertmanager_port}",
+        # A single Alertmanager: no cluster gossip on every interface.
+        "--cluster.listen-address=",
+    ]
+
+
+def node_exporter_args(listen: str) -> list[str]:
+    return [
+        f"--web.listen-address={listen}",
+        f"--collector.textfile.directory={TEXTFILE_DIR}",
+        "--collector.systemd",
+        "--collector.systemd.unit-include=llmhost-.+\\.service",
+    ]
+
+
+def gpu_metrics_units(script: str, interval_s: int) -> tuple[str, str]:
+    """(service, timer) that run gpu_metrics.py every interval_s seconds."""
+    service = (
+        "[Unit]\nDescription=llmhost: GPU metrics for node exporter's textfile collector\n\n"
+        "[Service]\nType=oneshot\n"
+        f"ExecStart=/usr/bin/python3 {script} --out {GPU_TEXTFILE}\n"
+    )
+    timer = (
+        "[Unit]\nDescription=llmhost: GPU metrics every few seconds\n\n"
+        f"[Timer]\nOnBootSec=5s\nOnUnitActiveSec={interval_s}s\nAccuracySec=1s\n\n"
+        "[Install]\nWantedBy=timers.target\n"
+    )
+    return service, timer
+
+
+def gate_textfile_command(model: str, when: int, max_age_s: int) -> str:
+    """Shell that exports a passing gate to node exporter where it runs (its textfile dir
+    exists): the GateStale alert compares the two figures."""
+    text = (
+        "# HELP llmhost_gate_last_pass_timestamp_seconds the last passing throughput gate\n"
+        "# TYPE llmhost_gate_last_pass_timestamp_seconds gauge\n"
+        f'llmhost_gate_last_pass_timestamp_seconds{{model="{model}"}} {when}\n'
+        "# HELP llmhost_gate_max_age_seconds verify.max_age_s: a gate older than this is stale\n"
+        "# TYPE llmhost_gate_max_age_seconds gauge\n"
+        f'llmhost_gate_max_age_seconds{{model="{model}"}} {max_age_s}\n'
+    )
+    tmp = f"{GATE_TEXTFILE}.tmp"
+    return (
+        f"if [ -d {TEXTFILE_DIR} ]; then printf '%s' {shlex.quote(text)} > {tmp} && "
+        f"chmod 644 {tmp} && mv {tmp} {GATE_TEXTFILE}; fi"
+    )

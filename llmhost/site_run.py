@@ -1,0 +1,145 @@
+"""`llmhost site INVENTORY [pyinfra options]`: the site in two pyinfra runs, so that a guest
+that is down does not fail.
+
+Why: pyinfra connects to every inventory host when a run starts. After a Proxmox host
+reboots, its guests may be down (no `onboot`, a start that failed); the guest fails at connect,
+before the host step that starts it could run, and `deploys/site.py` ends without it. So:
+1. `deploys/host.py` on the Proxmox hosts only: each managed guest set to start at boot, in
+   order, and a stopped one started (llmhost/guest_boot.py);
+2. every other inventory host reached by ssh is waited for (its sshd answering, bounded);
+3. `deploys/site.py` on the whole site, with the caller's options: the Proxmox hosts again
+   (nothing to do, a few seconds), then the guests.
+
+Options for the site (`--data`, `--limit`, `-v`) go to the second run; the first gets `-y`,
+`--dry` and the verbosity only. Exit status: the first run's when it failed (the site run is
+not started on a host that failed), else the site run's; 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOYS = REPO / "deploys"
+PROXMOX_GROUP = "proxmox_hosts"
+GUEST_UP_TIMEOUT_S = 300
+FIRST_RUN_FLAGS = ("-y", "--yes", "--dry", "-v", "-vv", "-vvv", "--debug")
+
+
+def say(message: str) -> None:
+    """Flushed at once: the pyinfra runs write to the same stream in between."""
+    print(message, flush=True)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    address: str
+    port: int
+
+
+def inventory_hosts(inventory: str) -> tuple[list[str], list[Target]]:
+    """(Proxmox host names, every other ssh target) of a pyinfra inventory file."""
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.inventory import make_inventory
+
+    state = State()
+    with ctx_state.use(state):
+        inv = make_inventory(inventory)
+    proxmox = [h.name for h in inv if PROXMOX_GROUP in h.groups]
+    others = [
+        Target(h.name, str(h.data.get("ssh_hostname") or h.name), int(h.data.get("ssh_port") or 22))
+        for h in inv
+        if PROXMOX_GROUP not in h.groups and not h.name.startswith("@")
+    ]
+    return proxmox, others
+
+
+def ssh_answers(target: Target, timeout_s: float = 3) -> bool:
+    """sshd accepts and sends its banner: booted far enough for pyinfra to connect."""
+    try:
+        with socket.create_connection((target.address, target.port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def wait_for_guests(
+    targets: Sequence[Target],
+    timeout_s: float = GUEST_UP_TIMEOUT_S,
+    log: Callable[[str], None] = say,
+) -> list[Target]:
+    """Wait until each target's sshd answers; those that never did (the site run fails them)."""
+    deadline = time.monotonic() + timeout_s
+    waiting = [t for t in targets if not ssh_answers(t)]
+    if waiting:
+        log(f"--> waiting for {', '.join(t.name for t in waiting)} (ssh), up to {timeout_s:.0f} s")
+    while waiting and time.monotonic() < deadline:
+        time.sleep(2)
+        for target in [t for t in waiting if ssh_answers(t)]:
+            log(f"    {target.name} answers")
+            waiting.remove(target)
+    return waiting
+
+
+def first_run_args(args: Sequence[str]) -> list[str]:
+    return [a for a in args if a in FIRST_RUN_FLAGS]
+
+
+def pyinfra_argv(*args: str) -> list[str]:
+    return [str(Path(sys.executable).with_name("pyinfra")), *args]
+
+
+def run_child(argv: list[str], grace_s: float = 30) -> int:
+    """A pyinfra run in the foreground. On Ctrl-C the child got the SIGINT too: it is given
+    grace_s to clean up (llmhost.interrupt ends what it started on the hosts), then killed."""
+    child = subprocess.Popen(argv)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        try:
+            child.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
+
+
+def run_site(inventory: str, args: Sequence[str], log: Callable[[str], None] = say) -> int:
+    for deploy in ("host.py", "site.py"):
+        if not (DEPLOYS / deploy).is_file():
+            log(f"llmhost site: {DEPLOYS / deploy} is missing (run from a checkout)")
+            return 2
+    try:
+        proxmox, others = inventory_hosts(inventory)
+        if proxmox:
+            log(f"--> Proxmox hosts first, their guests started: {', '.join(proxmox)}")
+            first = run_child(
+                pyinfra_argv(
+                    *first_run_args(args),
+                    inventory,
+                    str(DEPLOYS / "host.py"),
+                    "--limit",
+                    PROXMOX_GROUP,
+                )
+            )
+            if first != 0:
+                log(f"llmhost site: the Proxmox host run failed (exit {first})")
+                return first
+            down = wait_for_guests(others, log=log)
+            if down:
+                names = ", ".join(t.name for t in down)
+                log(f"llmhost site: still not answering on ssh: {names}; the site run fails them")
+        log("--> the site")
+        return run_child(pyinfra_argv(*args, inventory, str(DEPLOYS / "site.py")))
+    except KeyboardInterrupt:
+        log("llmhost site: interrupted")
+        return 130

@@ -1,0 +1,219 @@
+"""The site seen running: node exporter on every Proxmox host and serving guest (GPU metrics
+where there are GPUs), Prometheus and Alertmanager on the `monitoring` host.
+
+Every file a package's service reads is written before the package is installed: dpkg keeps
+an existing conffile (pyinfra installs with --force-confold), so the first start already
+listens where the site says, never on every interface for a moment. Prometheus's config and
+rules are checked with `promtool check config` before a reload: a bad rule never replaces
+running ones.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files as package_files
+from typing import Any
+
+from pyinfra.api import deploy
+from pyinfra.api.operation import OperationMeta
+from pyinfra.operations import apt, server, systemd
+from pyinfra.operations.util import any_changed
+
+from llmhost.config.loading import load_exporter, load_guest
+from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
+from llmhost.groups import is_monitoring_host, is_proxmox_host, is_serving_guest, scrape_address
+from llmhost.monitoring import (
+    ALERTMANAGER_CONFIG,
+    ALERTMANAGER_DEFAULTS,
+    GPU_METRICS_UNIT,
+    NODE_EXPORTER_DEFAULTS,
+    NODE_EXPORTER_PACKAGE,
+    PROMETHEUS_CONFIG,
+    PROMETHEUS_DEFAULTS,
+    PROMETHEUS_PACKAGES,
+    RULES_FILE,
+    SiteHost,
+    alertmanager_args,
+    defaults_file,
+    exporter_listen,
+    gpu_metrics_units,
+    node_exporter_args,
+    prometheus_args,
+    render_alertmanager_config,
+    render_prometheus_config,
+    render_rules,
+    scrape_targets,
+)
+from llmhost.operations.files import atomic_file
+from llmhost.tasks.guest_base import APT_PROXY_FILE
+
+GPU_SCRIPT = "/usr/local/lib/llmhost/gpu_metrics.py"
+
+
+def site_hosts(inventory: Any) -> list[SiteHost]:
+    """Every Proxmox host, serving guest and monitoring host of the inventory, as the
+    monitoring host scrapes it (their data validated here too: a bad port names its host)."""
+    hosts: list[SiteHost] = []
+    for other in inventory:
+        guest = is_serving_guest(other)
+        if not (guest or is_proxmox_host(other) or is_monitoring_host(other)):
+            continue
+        role = "serving_guest" if guest else "proxmox_host" if is_proxmox_host(other) else ""
+        hosts.append(
+            SiteHost(
+                name=other.name,
+                address=scrape_address(other),
+                role=role or "monitoring",
+                metrics_port=load_exporter(other).metrics.port,
+                vllm_port=load_guest(other).port if guest else None,
+            )
+        )
+    return hosts
+
+
+def apt_proxy(proxy: str | None) -> None:
+    """The same file guest_base writes: where both run, the second finds it in place."""
+    if proxy:
+        atomic_file(
+            name=f"apt goes through {proxy}",
+            content=f'Acquire::http::Proxy "{proxy}";\n',
+            dest=APT_PROXY_FILE,
+        )
+
+
+@deploy("node exporter")
+def node_exporter(cfg: ExporterConfig, address: str, gpus: bool) -> None:
+    """node exporter listening where Prometheus scrapes it; the GPU timer where gpus."""
+    apt_proxy(cfg.package_sources.apt_proxy)
+    listen = exporter_listen(cfg.metrics, address)
+    defaults = atomic_file(
+        name=f"node exporter listens on {listen}",
+        content=defaults_file(node_exporter_args(listen)),
+        dest=NODE_EXPORTER_DEFAULTS,
+    )
+    apt.packages(
+        name=f"{NODE_EXPORTER_PACKAGE} (Debian)" + (", python3 (GPU metrics)" if gpus else ""),
+        packages=[NODE_EXPORTER_PACKAGE] + (["python3"] if gpus else []),
+        update=True,
+        cache_time=24 * 3600,
+        no_recommends=True,
+    )
+    running(f"{NODE_EXPORTER_PACKAGE}.service", "node exporter")
+    systemd.service(
+        name="restart node exporter (its arguments changed)",
+        service=f"{NODE_EXPORTER_PACKAGE}.service",
+        restarted=True,
+        _if=defaults.did_change,
+    )
+    if gpus:
+        gpu_metrics_timer(cfg.metrics.gpu_interval_s)
+
+
+def running(service: str, what: str) -> None:
+    systemd.service(name=f"{what} enabled and running", service=service, running=True, enabled=True)
+
+
+def gpu_metrics_timer(interval_s: int) -> None:
+    script = package_files("llmhost.guest").joinpath("gpu_metrics.py").read_text()
+    service, timer = gpu_metrics_units(GPU_SCRIPT, interval_s)
+    changed = [
+        atomic_file(name="GPU metrics script", content=script, dest=GPU_SCRIPT),
+        atomic_file(
+            name=f"{GPU_METRICS_UNIT}.service",
+            content=service,
+            dest=f"/etc/systemd/system/{GPU_METRICS_UNIT}.service",
+        ),
+        atomic_file(
+            name=f"{GPU_METRICS_UNIT}.timer (every {interval_s} s)",
+            content=timer,
+            dest=f"/etc/systemd/system/{GPU_METRICS_UNIT}.timer",
+        ),
+    ]
+    systemd.daemon_reload(
+        name="systemd daemon-reload (GPU metrics units)", _if=any_changed(*changed)
+    )
+    running(f"{GPU_METRICS_UNIT}.timer", "GPU metrics timer")
+    systemd.service(
+        name="restart the GPU metrics timer (its units changed)",
+        service=f"{GPU_METRICS_UNIT}.timer",
+        restarted=True,
+        _if=any_changed(*changed),
+    )
+
+
+@deploy("Prometheus and Alertmanager")
+def prometheus(cfg: MonitoringConfig, site: list[SiteHost]) -> None:
+    config, prom_args, alertmanager = monitoring_files(cfg, site)
+    apt_proxy(cfg.package_sources.apt_proxy)
+    apt.packages(
+        name="prometheus, prometheus-alertmanager (Debian)",
+        packages=PROMETHEUS_PACKAGES,
+        update=True,
+        cache_time=24 * 3600,
+        no_recommends=True,
+    )
+    server.shell(
+        name="promtool check config (and its rules)",
+        commands=[f"promtool check config {PROMETHEUS_CONFIG}"],
+        _if=any_changed(*config),
+    )
+    running("prometheus.service", "Prometheus")
+    systemd.service(
+        name="restart Prometheus (its arguments changed)",
+        service="prometheus.service",
+        restarted=True,
+        _if=prom_args.did_change,
+    )
+    # Not right after a restart: a SIGHUP before Prometheus sets its handler ends it.
+    systemd.service(
+        name="reload Prometheus (config or rules changed)",
+        service="prometheus.service",
+        reloaded=True,
+        _if=lambda: any_changed(*config)() and not prom_args.did_change(),
+    )
+    running("prometheus-alertmanager.service", "Alertmanager")
+    systemd.service(
+        name="restart Alertmanager (its config or arguments changed)",
+        service="prometheus-alertmanager.service",
+        restarted=True,
+        _if=any_changed(*alertmanager),
+    )
+
+
+def monitoring_files(
+    cfg: MonitoringConfig, site: list[SiteHost]
+) -> tuple[list[OperationMeta], OperationMeta, list[OperationMeta]]:
+    """Config, rules and arguments, written before the packages that read them: (Prometheus's
+    config and rules, its arguments, Alertmanager's config and arguments)."""
+    s = cfg.monitoring
+    vllm, node = scrape_targets(site)
+    config = [
+        atomic_file(
+            name=f"Prometheus scrapes {len(vllm)} vLLM and {len(node)} node targets",
+            content=render_prometheus_config(s, cfg.host_name, vllm, node),
+            dest=PROMETHEUS_CONFIG,
+        ),
+        atomic_file(
+            name="recording and alert rules",
+            content=render_rules(s, cfg.metrics.gpu_interval_s),
+            dest=RULES_FILE,
+        ),
+    ]
+    prom_args = atomic_file(
+        name=f"Prometheus on {s.listen_address}:{s.port}, retention {s.retention_time} / "
+        f"{s.retention_size}",
+        content=defaults_file(prometheus_args(s)),
+        dest=PROMETHEUS_DEFAULTS,
+    )
+    alertmanager = [
+        atomic_file(
+            name="Alertmanager route and receiver",
+            content=render_alertmanager_config(s),
+            dest=ALERTMANAGER_CONFIG,
+        ),
+        atomic_file(
+            name=f"Alertmanager on {s.listen_address}:{s.alertmanager_port}",
+            content=defaults_file(alertmanager_args(s)),
+            dest=ALERTMANAGER_DEFAULTS,
+        ),
+    ]
+    return config, prom_args, alertmanager

@@ -1,0 +1,210 @@
+"""The site seen running: Prometheus and Alertmanager (Debian's packages) on the stand-in,
+node exporter on it and on the guest, vLLM's /metrics scraped, and the alerts firing in drills.
+
+The sandbox's monitoring data (inventory/sandbox.py) scrapes every 5 s and fires "replica
+down" after 15 s and "GPU held" after 10 s, so each drill takes seconds. Alerts are read
+through Prometheus's HTTP API, as an operator's tooling would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from llmhost.config.guest import GuestConfig
+from llmhost.config.loading import load_monitoring
+from llmhost.inventory import get_host
+from llmhost.readiness import wait_ready
+from llmhost.testbed import sandbox as sandbox_ctl
+from llmhost.testbed import standin
+from llmhost.testbed.sandbox import SandboxState
+from tests.helpers import REPO, SITE, api_headers, changed_ops, guest_sh, pyinfra
+
+SANDBOX_INVENTORY = str(REPO / "inventory" / "sandbox.py")
+UNIT = "llmhost-tiny-llama.service"
+RULE_TESTS = REPO / "tests" / "fixtures" / "monitoring" / "rule-tests.yml"
+
+
+@pytest.fixture(scope="module")
+def settings():
+    return load_monitoring(get_host(SANDBOX_INVENTORY, standin.IP)).monitoring
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(site: GuestConfig, settings) -> str:
+    """The site converged (conftest's `site`: deploys/site.py), Prometheus answering."""
+    url = f"http://{settings.listen_address}:{settings.port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/-/ready", timeout=5).ok:
+                return url
+        except requests.RequestException:
+            pass
+        time.sleep(1)
+    pytest.fail(f"Prometheus at {url} not ready after 60 s")
+
+
+def api(url: str, path: str, **params: str) -> dict:
+    reply = requests.get(f"{url}/api/v1/{path}", params=params, timeout=10)
+    reply.raise_for_status()
+    return reply.json()["data"]
+
+
+def firing(url: str, alert: str) -> list[dict]:
+    return [
+        a
+        for a in api(url, "alerts")["alerts"]
+        if a["labels"]["alertname"] == alert and a["state"] == "firing"
+    ]
+
+
+def wait_until(check, timeout_s: float, what: str) -> float:
+    """Seconds until check() is true; fails the test naming what it waited for."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if check():
+            return time.monotonic() - start
+        time.sleep(1)
+    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
+
+
+def standin_sh(command: str) -> str:
+    return (standin.ssh(command) or "").strip()
+
+
+def test_a_second_site_run_changes_nothing(prometheus_url: str) -> None:
+    run = pyinfra(*SITE)
+    assert run.rc == 0, run.tail()
+    assert not changed_ops(run.output, errors_too=True)
+    assert "Prometheus scrapes 1 vLLM and 2 node targets" in run.output
+
+
+def test_promtool_passes_the_config_and_the_rules(prometheus_url: str) -> None:
+    config = standin_sh("promtool check config /etc/prometheus/prometheus.yml 2>&1")
+    assert "SUCCESS" in config and "FAILED" not in config, config
+    rules = standin_sh("promtool check rules /etc/prometheus/llmhost-rules.yml 2>&1")
+    assert "SUCCESS: 17 rules found" in rules, rules
+    am = standin_sh("amtool check-config /etc/prometheus/alertmanager.yml 2>&1")
+    assert "SUCCESS" in am, am
+
+
+def test_every_replica_and_host_is_scraped(prometheus_url: str, sandbox: SandboxState) -> None:
+    def all_up() -> bool:
+        targets = api(prometheus_url, "targets")["activeTargets"]
+        return len(targets) == 4 and all(t["health"] == "up" for t in targets)
+
+    wait_until(all_up, 60, "every target up")
+    targets = {t["scrapeUrl"]: t["labels"] for t in api(prometheus_url, "targets")["activeTargets"]}
+    assert targets[f"http://{sandbox.ip}:8000/metrics"]["replica"] == sandbox.ip
+    assert targets[f"http://{sandbox.ip}:9100/metrics"]["role"] == "serving_guest"
+    assert targets[f"http://{standin.IP}:9100/metrics"]["role"] == "proxmox_host"
+
+
+def test_prometheus_and_alertmanager_listen_only_where_the_site_says(
+    prometheus_url: str, settings
+) -> None:
+    listening = standin_sh("ss -ltnH")
+    for port in (settings.port, settings.alertmanager_port):
+        bound = [line.split()[3] for line in listening.splitlines() if f":{port} " in line + " "]
+        assert bound == [f"{settings.listen_address}:{port}"], listening
+    assert ":9094" not in listening  # no cluster gossip port
+    assert "--storage.tsdb.retention.size=1GB" in standin_sh("cat /etc/default/prometheus")
+
+
+def test_no_api_key_in_any_prometheus_file_or_target_label(prometheus_url: str) -> None:
+    key = sandbox_ctl.api_key()
+    assert key
+    files = standin_sh("cat /etc/prometheus/*.yml /etc/default/prometheus*")
+    assert key not in files
+    assert key not in json.dumps(api(prometheus_url, "targets"))
+    assert key not in json.dumps(api(prometheus_url, "status/config"))
+
+
+@pytest.fixture
+def stopped_replica(sandbox: SandboxState, served: GuestConfig) -> Iterator[float]:
+    """The serving unit stopped (the time it stopped); started again and ready after."""
+    guest_sh(sandbox, f"systemctl stop {UNIT}")
+    stopped = time.monotonic()
+    try:
+        yield stopped
+    finally:
+        guest_sh(sandbox, f"systemctl start {UNIT}")
+        ready = wait_ready(
+            f"http://{sandbox.ip}:{served.port}",
+            str(served.profile.served_name),
+            served.profile.load_timeout_s,
+            log=print,
+            headers=api_headers(),
+        )
+        assert ready.ready, ready.detail
+
+
+def test_a_stopped_replica_fires_replica_down_then_resolves(
+    prometheus_url: str, settings, stopped_replica: float, sandbox: SandboxState
+) -> None:
+    a = settings.alerts
+    bound = a.replica_down_for_s + settings.scrape_interval_s + settings.evaluation_interval_s
+    wait_until(
+        lambda: firing(prometheus_url, "LlmhostReplicaDown"), bound + 15, "LlmhostReplicaDown"
+    )
+    took = time.monotonic() - stopped_replica
+    assert took <= bound + 5, f"fired after {took:.0f} s, bound {bound} s (+5 s polling)"
+    assert firing(prometheus_url, "LlmhostReplicaDown")[0]["labels"]["replica"] == sandbox.ip
+    # Serving again (the fixture's restart is the replica coming back): the alert resolves.
+    guest_sh(sandbox, f"systemctl start {UNIT}")
+    wait_until(
+        lambda: (
+            not firing(prometheus_url, "LlmhostReplicaDown")
+            and api(prometheus_url, "query", query='up{job="vllm"}')["result"][0]["value"][1] == "1"
+        ),
+        420,
+        "LlmhostReplicaDown resolved",
+    )
+
+
+@pytest.fixture
+def gpu_held() -> Iterator[None]:
+    """The stand-in's nvidia-smi answers as the H200 did with an orphan holding 8 GiB."""
+    standin.gpu_state("held")
+    try:
+        yield
+    finally:
+        standin.gpu_state("idle")
+
+
+def test_gpu_memory_held_with_no_server_fires_on_the_standins_captures(
+    prometheus_url: str, settings, gpu_held: None
+) -> None:
+    a = settings.alerts
+    bound = a.gpu_held_for_s + 5 + settings.scrape_interval_s + settings.evaluation_interval_s
+    took = wait_until(
+        lambda: firing(prometheus_url, "LlmhostGpuHeldWithoutServer"),
+        bound + 15,
+        "LlmhostGpuHeldWithoutServer",
+    )
+    assert took <= bound + 5, f"fired after {took:.0f} s, bound {bound} s"
+    alert = firing(prometheus_url, "LlmhostGpuHeldWithoutServer")[0]
+    assert alert["labels"]["host"] == standin.IP
+    assert float(alert["value"]) == 8811 * 1024 * 1024
+    standin.gpu_state("idle")
+    wait_until(
+        lambda: not firing(prometheus_url, "LlmhostGpuHeldWithoutServer"),
+        60,
+        "LlmhostGpuHeldWithoutServer resolved",
+    )
+
+
+def test_promtool_unit_tests_fire_each_alert_and_only_then(prometheus_url: str) -> None:
+    """Alerts the sandbox cannot provoke in seconds (a queue growing for minutes, a full KV
+    cache, restarts, a stale gate) fire on synthetic series in `promtool test rules`, and the
+    same rules stay silent on healthy series: each test below can fail."""
+    out = standin_sh(
+        standin.put("/tmp/llmhost-rule-tests.yml", RULE_TESTS.read_text())
+        + " && promtool test rules /tmp/llmhost-rule-tests.yml 2>&1; echo rc=$?"
+    )
+    assert out.endswith("rc=0") and "SUCCESS" in out, out

@@ -1,0 +1,149 @@
+"""The monitoring files llmhost writes, from data to text (promtool checks them on the
+stand-in: tests/integration/test_monitoring_sandbox.py), and the GPU textfile from the H200's
+own nvidia-smi answers, idle and with an orphan holding 8 GiB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmhost.config.loading import ConfigError
+from llmhost.config.monitoring import MetricsSettings, MonitoringSettings
+from llmhost.guest import gpu_metrics
+from llmhost.monitoring import (
+    SiteHost,
+    defaults_file,
+    exporter_listen,
+    gate_textfile_command,
+    prometheus_args,
+    render_alertmanager_config,
+    render_prometheus_config,
+    render_rules,
+    scrape_targets,
+)
+from tests.helpers import lab_host
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200-monitoring"
+SITE = [
+    SiteHost("pve1", "10.0.0.2", "proxmox_host", 9100),
+    SiteHost("llm-lxc", "10.0.0.11", "serving_guest", 9100, vllm_port=8000),
+    SiteHost("llm-vm", "llm-vm.lab.example", "serving_guest", 9101, vllm_port=8001),
+]
+
+
+def samples(text: str) -> dict[str, float]:
+    return {
+        s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+    }
+
+
+def gpu_textfile(state: str, units_active: int = 0) -> dict[str, float]:
+    gpus = (CAPTURES / f"query-gpu-{state}.csv").read_text()
+    apps = (CAPTURES / f"query-apps-{state}.csv").read_text()
+    return samples(gpu_metrics.render(gpus, apps, units_active, 1796182380.0))
+
+
+def test_an_orphan_holding_memory_with_no_server_is_the_zombie_signal() -> None:
+    held = gpu_textfile("held")
+    assert held["llmhost_gpu_memory_held_without_server_bytes"] == 8811 * 1024 * 1024
+    assert held["llmhost_gpu_compute_processes"] == 1
+    assert held["llmhost_gpu_memory_total_bytes"] == 143771 * 1024 * 1024
+    assert held["llmhost_gpu_metrics_up"] == 1
+
+
+def test_an_idle_gpu_or_one_a_server_holds_is_not() -> None:
+    assert gpu_textfile("idle")["llmhost_gpu_memory_held_without_server_bytes"] == 0
+    assert gpu_textfile("held", units_active=1)["llmhost_gpu_memory_held_without_server_bytes"] == 0
+
+
+def test_the_script_writes_the_file_the_h200_run_wrote(tmp_path: Path) -> None:
+    # The device run's own output of the same script parses to the same metric names.
+    on_device = samples((CAPTURES / "llmhost_gpu-held.prom").read_text())
+    assert set(on_device) == set(gpu_textfile("held"))
+
+
+def test_nvidia_smi_failing_is_written_as_down(tmp_path: Path) -> None:
+    out = tmp_path / "gpu.prom"
+    rc = gpu_metrics.main(["--out", str(out), "--nvidia-smi", str(tmp_path / "no-such-smi")])
+    assert rc == 1
+    assert samples(out.read_text())["llmhost_gpu_metrics_up"] == 0
+
+
+def test_targets_come_from_the_inventory_each_host_once() -> None:
+    vllm, node = scrape_targets([*SITE, SITE[0]])
+    assert [t.address for t in vllm] == ["10.0.0.11:8000", "llm-vm.lab.example:8001"]
+    assert [t.address for t in node] == [
+        "10.0.0.2:9100",
+        "10.0.0.11:9100",
+        "llm-vm.lab.example:9101",
+    ]
+
+
+def test_node_exporter_listens_on_the_scrape_address_when_it_is_an_ip() -> None:
+    assert exporter_listen(MetricsSettings(), "10.0.0.11") == "10.0.0.11:9100"
+    assert exporter_listen(MetricsSettings(), "llm-vm.lab.example") == ":9100"
+    assert exporter_listen(MetricsSettings(listen_address="10.1.0.5"), "x") == "10.1.0.5:9100"
+
+
+def test_prometheus_listens_where_the_site_says_with_a_bounded_retention() -> None:
+    s = MonitoringSettings(listen_address="10.0.0.2")
+    assert prometheus_args(s) == [
+        "--web.listen-address=10.0.0.2:9090",
+        "--storage.tsdb.retention.time=15d",
+        "--storage.tsdb.retention.size=20GB",
+    ]
+    assert defaults_file(prometheus_args(s)).endswith(
+        'ARGS="--web.listen-address=10.0.0.2:9090 --storage.tsdb.retention.time=15d '
+        '--storage.tsdb.retention.size=20GB"\n'
+    )
+    config = render_prometheus_config(s, "pve1", *scrape_targets(SITE))
+    assert '- targets: ["10.0.0.11:8000"]' in config and 'replica: "llm-lxc"' in config
+    assert "Bearer" not in config and "authorization" not in config.lower()
+
+
+@pytest.mark.parametrize(
+    ("monitoring", "message"),
+    [
+        ({"listen_address": "0.0.0.0"}, "monitoring.listen_address"),
+        ({"listen_address": "10.0.0.2", "retention_size": "0"}, "monitoring.retention_size"),
+        ({"listen_address": "10.0.0.2", "retention_time": "forever"}, "monitoring.retention_time"),
+        ({}, "monitoring.listen_address: required field is missing"),
+    ],
+)
+def test_bad_monitoring_data_is_refused_naming_the_field(monitoring: dict, message: str) -> None:
+    from llmhost.config.loading import load_monitoring
+    from tests.helpers import LAB, PVE, get_host
+
+    with pytest.raises(ConfigError, match=message):
+        load_monitoring(get_host(LAB, PVE, override_data={"monitoring": monitoring}))
+
+
+def test_the_other_roles_accept_the_monitoring_keys() -> None:
+    # A Proxmox host that is also the monitoring host validates as a Proxmox host.
+    lab_host(monitoring={"listen_address": "10.0.0.2"}, metrics={"port": 9100})
+
+
+def test_each_alert_and_recording_rule_is_rendered_with_the_sites_timings() -> None:
+    s = MonitoringSettings(listen_address="10.0.0.2", alerts={"replica_down_for_s": 15})
+    rules = render_rules(s, gpu_interval_s=5)
+    for alert in (
+        "LlmhostReplicaDown",
+        "LlmhostQueueGrowing",
+        "LlmhostKvCacheFull",
+        "LlmhostUnitRestarting",
+        "LlmhostGpuHeldWithoutServer",
+        "LlmhostGateStale",
+    ):
+        assert f"alert: {alert}" in rules
+    assert "for: 15s" in rules
+    for record in ("output_tokens:rate1m", "ttft_seconds:p99", "tpot_seconds:p50"):
+        assert f"record: llmhost:{record}" in rules
+    assert "receiver: none" in render_alertmanager_config(s)
+
+
+def test_a_passing_gate_is_exported_only_where_node_exporter_runs() -> None:
+    command = gate_textfile_command("tiny-llama", 1796182380, 604800)
+    assert command.startswith("if [ -d /var/lib/prometheus/node-exporter ]; then")
+    assert 'llmhost_gate_last_pass_timestamp_seconds{model="tiny-llama"} 1796182380' in command
