@@ -100,8 +100,10 @@ test-unit: deps
 # (PyPI, wheels.vllm.ai for a CUDA variant) and PIP_FIND_LINKS; `make locks LOCK_GROUPS=sandbox`
 # for one. Then review `git diff locks/` and commit: a changed lock resyncs the guests' venvs.
 LOCK_GROUPS ?= sandbox lxc_guests kvm_guests
+LOCK_ROUTER ?= 0.1.17
 locks: $(VENV)/.synced
-	$(PY) -m llmhost.locks compile --uv $(UV) $(addprefix --group ,$(LOCK_GROUPS))
+	$(PY) -m llmhost.locks compile --uv $(UV) $(addprefix --group ,$(LOCK_GROUPS)) \
+	  $(if $(LOCK_ROUTER),--router $(LOCK_ROUTER))
 
 # Rewrite tests/golden/ from what the code renders now, after a reviewed change (tests only
 # compare); then review `git diff tests/golden`.

@@ -1,5 +1,6 @@
 """The whole site in one command, in order: the Proxmox hosts, then the serving guests, then
-the monitoring host (when the inventory has one; node exporter then goes on every host).
+the routers and the monitoring host (when the inventory has them; with a monitoring host,
+node exporter goes on every host).
 
 pyinfra inventory/lab.py deploys/site.py                                  # rebuild after a reboot
 pyinfra inventory/lab.py deploys/site.py --data served_model=minimax-m2.5   # switch the model
@@ -13,12 +14,19 @@ every host passes joins them. Every host's data is validated before the first op
 from pyinfra import host, inventory
 
 from llmhost import interrupt
-from llmhost.config.loading import load_exporter, load_guest, load_monitoring, load_proxmox_host
+from llmhost.config.loading import (
+    load_exporter,
+    load_guest,
+    load_monitoring,
+    load_proxmox_host,
+    load_router,
+)
 from llmhost.connection import no_delay
 from llmhost.groups import (
     check_one_role,
     is_monitoring_host,
     is_proxmox_host,
+    is_router_host,
     is_serving_guest,
     leave_alone,
     scrape_address,
@@ -28,6 +36,7 @@ from llmhost.operations.order import barrier
 from llmhost.secrets import resolve_secrets
 from llmhost.tasks.monitoring import node_exporter, prometheus, site_hosts
 from llmhost.tasks.proxmox_host import proxmox_host
+from llmhost.tasks.router import router_workers, taken_ports, vllm_router
 from llmhost.tasks.serving_guest import serving_guest
 
 interrupt.install()
@@ -37,9 +46,11 @@ proxmox = load_proxmox_host(host) if is_proxmox_host(host) else None
 guest = load_guest(host) if is_serving_guest(host) else None
 secrets = resolve_secrets(guest) if guest else None  # all data judged before any operation
 monitor = load_monitoring(host) if is_monitoring_host(host) else None
-scraped = (proxmox or guest or monitor) and site_is_monitored(inventory)
+router = load_router(host) if is_router_host(host) else None
+scraped = (proxmox or guest or monitor or router) and site_is_monitored(inventory)
 exporter = load_exporter(host) if scraped else None
 watched = site_hosts(inventory) if monitor else []
+workers = router_workers(router, inventory, taken_ports(guest, monitor, exporter)) if router else []
 
 if proxmox:
     proxmox_host(proxmox)
@@ -51,8 +62,10 @@ if exporter:
     node_exporter(exporter, scrape_address(host), gpus=gpus)
 if guest and secrets:
     serving_guest(guest, secrets)
-barrier(name="serving guests done: monitoring next", what="site order")
+barrier(name="serving guests done: routers and monitoring next", what="site order")
+if router:
+    vllm_router(router, workers)
 if monitor:
     prometheus(monitor, watched)
-if not (proxmox or guest or monitor):
-    leave_alone(host, "site.py", "Proxmox host, serving guest or monitoring host")
+if not (proxmox or guest or monitor or router):
+    leave_alone(host, "site.py", "Proxmox host, serving guest, router or monitoring host")

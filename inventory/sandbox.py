@@ -1,6 +1,6 @@
 """The embedded default, a site like inventory/lab.py on this machine (make sandbox-up,
-make standin-up): a container standing in for the Proxmox host (also the monitoring host),
-and the serving guest.
+make standin-up): a container standing in for the Proxmox host (also the router and the
+monitoring host), and the serving guest.
 
 Its API key is a file the sandbox made (secrets are named in group_data, never held there).
 """
@@ -23,8 +23,16 @@ proxmox_hosts = [
             "nvidia_driver_version": "580.159.04",
             "lxc_guests": [{"vmid": 201, "name": "llm-lxc"}],
             "kvm_guests": [{"vmid": 301, "name": "llm-vm", "pci_addresses": []}],
-            # Its packages (node exporter, Prometheus) come through the sandbox's apt proxy.
-            "package_sources": {"apt_proxy": _guest.apt_proxy},
+            # Its packages (node exporter, Prometheus, vllm-router) come through the sandbox's
+            # proxies, as the guest's do.
+            "package_sources": {"apt_proxy": _guest.apt_proxy, "index_url": _guest.pypi_index},
+            # Also the router: vllm-router in front of the sandbox guest, its health checked
+            # every 2 s (a dead replica leaves routing within 4 s).
+            "router": {
+                "listen_address": _pve["ip"],
+                "health_check_interval_s": 2,
+                "worker_startup_timeout_s": 600,
+            },
             # Also the monitoring host: short intervals, so that the drills take seconds.
             "monitoring": {
                 "listen_address": _pve["ip"],
@@ -39,8 +47,10 @@ proxmox_hosts = [
     )
 ]
 
-# Prometheus and Alertmanager on the stand-in (a site's default: its Proxmox host).
+# Prometheus and Alertmanager on the stand-in (a site's default: its Proxmox host), and the
+# router in front of the serving guest.
 monitoring = [_pve["ip"]]
+routers = [_pve["ip"]]
 
 sandbox = [
     (

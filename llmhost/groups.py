@@ -16,6 +16,8 @@ SERVING_GUEST_GROUPS = ("lxc_guests", "kvm_guests", "sandbox")
 # Prometheus and Alertmanager: a role a host may hold beside its other one (by default the
 # Proxmox host: up whenever the site is, and it reaches every guest).
 MONITORING = "monitoring"
+# vllm-router in front of the serving guests (a role beside another, like monitoring).
+ROUTERS = "routers"
 
 
 class RoleError(ValueError):
@@ -32,6 +34,10 @@ def is_serving_guest(host: Any) -> bool:
 
 def is_monitoring_host(host: Any) -> bool:
     return MONITORING in host.groups
+
+
+def is_router_host(host: Any) -> bool:
+    return ROUTERS in host.groups
 
 
 def site_is_monitored(inventory: Any) -> bool:

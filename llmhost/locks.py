@@ -1,4 +1,5 @@
-"""Locked venvs: one committed `uv pip compile` lock per vLLM pin, guest Python and platform.
+"""Locked venvs: one committed `uv pip compile` lock per vLLM pin (and vllm-router pin), guest
+Python and platform.
 
 A guest's vLLM venv is `uv pip sync --require-hashes` of its lock, so the venv holds exactly
 the lock's packages (each checked against its sha256) and a changed lock is a changed venv.
@@ -7,6 +8,7 @@ Locks live in `locks/` at the repository root and are written by one command:
     python -m llmhost.locks compile --group sandbox          # the pin group_data/ gives a group
     python -m llmhost.locks compile --accelerator cuda --vllm 0.16.0 --cuda-variant cu129 \
         --python 3.12                                        # or a pin named outright
+    python -m llmhost.locks compile --router 0.1.17          # a router host's vllm-router
     make locks                                               # the repository's groups
 
 The deploy refuses a pin without its lock (or with a lock made for another pin) before any
@@ -121,7 +123,54 @@ class LockSpec:
         return " ".join(args)
 
 
-def lock_path(spec: LockSpec) -> Path:
+@dataclass(frozen=True)
+class RouterLockSpec:
+    """The router's venv: vllm-router at its pin, on the router host's system Python."""
+
+    version: str
+    python: str = "system"
+
+    @property
+    def venv_name(self) -> str:
+        return f"vllm-router-{self.version}"
+
+    @property
+    def python_version(self) -> str:
+        return SYSTEM_PYTHON
+
+    @property
+    def lock_name(self) -> str:
+        return f"{self.venv_name}.py{self.python_version.replace('.', '')}-{PLATFORM}.txt"
+
+    @property
+    def requirements(self) -> list[str]:
+        return [f"vllm-router=={self.version}"]
+
+    @property
+    def excluded(self) -> list[str]:
+        return []
+
+    @property
+    def variant_index(self) -> str | None:
+        return None
+
+    def inputs(self) -> dict[str, Any]:
+        return {
+            "requirements": self.requirements,
+            "exclude": [],
+            "python": self.python_version,
+            "platform": PLATFORM,
+            "vllm_index": None,
+        }
+
+    def compile_command(self) -> str:
+        return f"python -m llmhost.locks compile --router {self.version}"
+
+
+AnySpec = LockSpec | RouterLockSpec
+
+
+def lock_path(spec: AnySpec) -> Path:
     """Where the lock of a pin lives on the control machine (the one place that says so)."""
     return LOCKS_DIR / spec.lock_name
 
@@ -144,7 +193,7 @@ def recorded_inputs(text: str) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class Lock:
-    spec: LockSpec
+    spec: AnySpec
     path: Path
     digest: str
 
@@ -155,19 +204,27 @@ class Lock:
 
 def load_lock(cfg: GuestConfig) -> Lock:
     """The committed lock of this guest's pin, or a LockError saying how to make it."""
-    spec = LockSpec.of(cfg)
+    return checked_lock(LockSpec.of(cfg), cfg.host_name)
+
+
+def load_router_lock(version: str, host_name: str) -> Lock:
+    """The committed lock of a router host's vllm-router pin."""
+    return checked_lock(RouterLockSpec(version), host_name)
+
+
+def checked_lock(spec: AnySpec, host_name: str) -> Lock:
     path = lock_path(spec)
     how = f"  make it: {spec.compile_command()}\n  then {REFRESH_HINT}"
     if not path.is_file():
         raise LockError(
-            f"no lock for host {cfg.host_name!r}: its vLLM venv {spec.venv_name} (Python "
+            f"no lock for host {host_name!r}: its venv {spec.venv_name} (Python "
             f"{spec.python_version}) installs only from {path}, which does not exist\n{how}"
         )
     text = path.read_text()
     found = recorded_inputs(text)
     if found != spec.inputs():
         raise LockError(
-            f"stale lock for host {cfg.host_name!r}: {path} was made for {found}, "
+            f"stale lock for host {host_name!r}: {path} was made for {found}, "
             f"the config wants {spec.inputs()}\n{how}"
         )
     return Lock(spec, path, requirements_digest(text))
@@ -176,7 +233,7 @@ def load_lock(cfg: GuestConfig) -> Lock:
 # --- making locks ------------------------------------------------------------------------------
 
 
-def header(spec: LockSpec, uv_version: str, sources: list[str]) -> str:
+def header(spec: AnySpec, uv_version: str, sources: list[str]) -> str:
     lines = [
         f"{spec.venv_name} lock: the whole dependency set of {' + '.join(spec.requirements)},",
         f"with hashes, for CPython {spec.python_version} on {PLATFORM} (Debian 12 guests).",
@@ -196,7 +253,7 @@ def env_find_links() -> list[str]:
     return [p for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
 
 
-def check_origin(spec: LockSpec, body: str) -> None:
+def check_origin(spec: AnySpec, body: str) -> None:
     """The CUDA variant's vllm must come from its wheel index, not PyPI's other build."""
     if not spec.variant_index:
         return
@@ -206,7 +263,7 @@ def check_origin(spec: LockSpec, body: str) -> None:
 
 
 def compile_lock(
-    spec: LockSpec,
+    spec: AnySpec,
     find_links: list[str],
     index_url: str = PYPI,
     uv: str = "uv",
@@ -278,10 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="wheel folders or URLs (default: $PIP_FIND_LINKS)",
     )
+    comp.add_argument("--router", metavar="VERSION", help="vllm-router's lock at this pin")
     comp.add_argument("--uv", default="uv")
     args = parser.parse_args(argv)
 
-    specs = [spec_for_group(g) for g in args.group]
+    specs: list[AnySpec] = [spec_for_group(g) for g in args.group]
+    if args.router:
+        specs.append(RouterLockSpec(args.router))
     if args.accelerator or args.vllm:
         if not (args.accelerator and args.vllm):
             parser.error("--accelerator and --vllm go together")
@@ -299,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     if not specs:
-        parser.error("name a pin: --group G, or --accelerator A --vllm V [...]")
+        parser.error("name a pin: --group G, --accelerator A --vllm V [...], or --router V")
     find_links = env_find_links() if args.find_links is None else args.find_links
     failed = []
     for spec in {s.lock_name: s for s in specs}.values():

@@ -46,20 +46,35 @@ class SiteHost:
     role: str  # "proxmox_host", "serving_guest", "monitoring"
     metrics_port: int
     vllm_port: int | None = None  # serving guests only
+    router_metrics_port: int | None = None  # router hosts only (vllm-router's own exporter)
+    router_address: str | None = None  # where the router's exporter listens
 
 
-def scrape_targets(hosts: Iterable[SiteHost]) -> tuple[list[Target], list[Target]]:
-    """(vLLM targets, node exporter targets), each host once, in inventory order."""
-    vllm: list[Target] = []
-    node: list[Target] = []
+@dataclass(frozen=True)
+class Targets:
+    vllm: list[Target]
+    node: list[Target]
+    router: list[Target]
+
+    def describe(self) -> str:
+        text = f"{len(self.vllm)} vLLM and {len(self.node)} node targets"
+        return text + (f", {len(self.router)} router" if self.router else "")
+
+
+def scrape_targets(hosts: Iterable[SiteHost]) -> Targets:
+    """vLLM, node exporter and router targets, each host once, in inventory order."""
+    targets = Targets([], [], [])
     seen: set[str] = set()
     for h in hosts:
         if h.vllm_port is not None:
-            vllm.append(Target(h.name, f"{h.address}:{h.vllm_port}", h.role))
+            targets.vllm.append(Target(h.name, f"{h.address}:{h.vllm_port}", h.role))
+        if h.router_metrics_port is not None:
+            where = h.router_address or h.address
+            targets.router.append(Target(h.name, f"{where}:{h.router_metrics_port}", "router"))
         if h.name not in seen:
-            node.append(Target(h.name, f"{h.address}:{h.metrics_port}", h.role))
+            targets.node.append(Target(h.name, f"{h.address}:{h.metrics_port}", h.role))
             seen.add(h.name)
-    return vllm, node
+    return targets
 
 
 def exporter_listen(metrics: MetricsSettings, address: str) -> str:
@@ -74,11 +89,15 @@ def exporter_listen(metrics: MetricsSettings, address: str) -> str:
     return f"{address}:{metrics.port}"
 
 
-def render_prometheus_config(
-    s: MonitoringSettings, host_name: str, vllm: list[Target], node: list[Target]
-) -> str:
+def render_prometheus_config(s: MonitoringSettings, host_name: str, targets: Targets) -> str:
     return render_template(
-        "prometheus.yml.j2", s=s, host_name=host_name, rules_file=RULES_FILE, vllm=vllm, node=node
+        "prometheus.yml.j2",
+        s=s,
+        host_name=host_name,
+        rules_file=RULES_FILE,
+        vllm=targets.vllm,
+        node=targets.node,
+        router=targets.router,
     )
 
 

@@ -17,6 +17,7 @@ from pyinfra.api.exceptions import PyinfraError
 from llmhost.config.guest import GuestConfig
 from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
 from llmhost.config.proxmox_host import ProxmoxHostConfig
+from llmhost.config.router import RouterConfig
 from llmhost.config.types import Strict
 
 ModelT = TypeVar("ModelT", bound=Strict)
@@ -34,6 +35,7 @@ def _all_fields() -> list[str]:
         *GuestConfig.model_fields,
         *ProxmoxHostConfig.model_fields,
         *MonitoringConfig.model_fields,
+        *RouterConfig.model_fields,
     ]
 
 
@@ -105,3 +107,7 @@ def load_exporter(host: Any) -> ExporterConfig:
 
 def load_monitoring(host: Any) -> MonitoringConfig:
     return validate(MonitoringConfig, host.name, host_data(host))
+
+
+def load_router(host: Any) -> RouterConfig:
+    return validate(RouterConfig, host.name, host_data(host))

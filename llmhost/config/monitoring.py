@@ -14,17 +14,9 @@ import re
 from pydantic import Field, field_validator
 
 from llmhost.config.guest import PackageSources
-from llmhost.config.types import Strict
+from llmhost.config.types import IpAddress, Strict
 
 GIB = 1024**3
-
-
-def _ip(value: str) -> str:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not an IP address") from None
-    return value
 
 
 class MetricsSettings(Strict):
@@ -32,14 +24,9 @@ class MetricsSettings(Strict):
     on when that is an IP (the inventory's ssh_hostname or name), else every interface."""
 
     port: int = Field(default=9100, ge=1, le=65535)
-    listen_address: str | None = None
+    listen_address: IpAddress | None = None
     # How often the GPU textfile timer reads nvidia-smi (hosts with NVIDIA GPUs only).
     gpu_interval_s: int = Field(default=15, ge=1, le=3600)
-
-    @field_validator("listen_address")
-    @classmethod
-    def _addr(cls, value: str | None) -> str | None:
-        return None if value is None else _ip(value)
 
 
 class AlertSettings(Strict):
@@ -58,7 +45,7 @@ class AlertSettings(Strict):
 class MonitoringSettings(Strict):
     # Where Prometheus and Alertmanager listen: an address of the monitoring host, never all
     # interfaces by default (there is no default: the site says).
-    listen_address: str
+    listen_address: IpAddress
     port: int = Field(default=9090, ge=1, le=65535)
     alertmanager_port: int = Field(default=9093, ge=1, le=65535)
     retention_time: str = "15d"
@@ -72,7 +59,6 @@ class MonitoringSettings(Strict):
     @field_validator("listen_address")
     @classmethod
     def _addr(cls, value: str) -> str:
-        _ip(value)
         if ipaddress.ip_address(value).is_unspecified:
             raise ValueError(f"{value} is every interface: give the monitoring host's address")
         return value

@@ -6,6 +6,7 @@ here and never from each other.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import PurePosixPath
 from typing import Annotated
@@ -26,6 +27,17 @@ def _abs_path(value: str) -> str:
 
 
 AbsPath = Annotated[str, AfterValidator(_abs_path)]
+
+
+def _ip(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address") from None
+    return value
+
+
+IpAddress = Annotated[str, AfterValidator(_ip)]
 Port = Annotated[int, Field(ge=1024, le=65535)]
 NAME_RE = r"^[a-z_][a-z0-9_-]{0,31}$"
 VERSION_RE = r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$"

@@ -21,18 +21,19 @@ from pyinfra.context import state
 from pyinfra.facts.files import Sha256File
 
 from llmhost.config.guest import GuestConfig
-from llmhost.config.loading import ConfigError, load_guest, load_proxmox_host
+from llmhost.config.loading import ConfigError, load_guest, load_monitoring, load_proxmox_host
 from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.facts.files import FileText
 from llmhost.facts.host import ActiveSwaps, BootLoader, Container, FstabSwaps, RunningCmdline
 from llmhost.facts.nvidia import HostDriverVersion
-from llmhost.groups import is_proxmox_host, is_serving_guest
+from llmhost.groups import is_monitoring_host, is_proxmox_host, is_serving_guest
 from llmhost.host_plan import GRUB_DEFAULT, SYSCTL_FILE, SYSTEMD_BOOT_CMDLINE, plan
 from llmhost.kernel_cmdline import grub_params
 from llmhost.render import render_env, unit_env, unit_name, unit_paths
 from llmhost.report import facts as rf
 from llmhost.report import sections as sec
 from llmhost.report.markdown import host_md, site_md
+from llmhost.report.running import prometheus_query, running
 from llmhost.secrets import resolve_secrets
 from llmhost.switching import ServingRecord, record_path
 
@@ -146,12 +147,35 @@ def guest_sections(cfg: GuestConfig) -> list[sec.Section]:
                 recorded=(record.current or "none") if main else None,
             )
         )
-        sections.append(sec.benchmarks(Path(cfg.verify.results_dir) / host.name, model))
+        results = Path(cfg.verify.results_dir) / host.name
+        sections.append(sec.benchmarks(results, model))
+        prometheus = site_prometheus()
+        if prometheus:
+            gate = sec.last_gate(results, model)
+            sections.append(
+                running(
+                    prometheus_query(prometheus),
+                    prometheus,
+                    host.name,
+                    str(cfg.profile_for(model).served_name),
+                    unit_name(model),
+                    gate[1] if gate else None,
+                )
+            )
     has_gpu = bool(sec.parse_gpu_inventory(host.get_fact(rf.GpuInventory)))
     sections.append(sec.gpu_holders(host.get_fact(rf.GpuComputeApps), has_gpu))
     sections.append(sec.reasoned("Ruled out", cfg.ruled_out))
     sections.append(sec.reasoned("Constraints", cfg.constraints))
     return sections
+
+
+def site_prometheus() -> str | None:
+    """The site's Prometheus, when the inventory has a monitoring host."""
+    for other in state.inventory:
+        if is_monitoring_host(other):
+            s = load_monitoring(other).monitoring
+            return f"http://{s.listen_address}:{s.port}"
+    return None
 
 
 def safe_name(name: str) -> str:

@@ -269,15 +269,25 @@ def gpu_holders(compute_apps_csv: str, has_gpu: bool) -> Section:
     }
 
 
+def last_gate(results_dir: Path, model: str) -> tuple[str, dict[str, Any]] | None:
+    """(file name, record) of the model's last gate on this host (control machine)."""
+    runs = sorted(results_dir.glob(f"*-{model}-gate.json")) if results_dir.is_dir() else []
+    return (runs[-1].name, json.loads(runs[-1].read_text())) if runs else None
+
+
+def last_gate_lines(record: dict[str, Any] | None) -> list[dict[str, Any]]:
+    gate = (record or {}).get("verdicts", {}).get("gate")
+    return gate if isinstance(gate, list) else []
+
+
 def benchmarks(results_dir: Path, model: str) -> Section:
     """The last gate of the model on this host, its verdicts and plots (control machine)."""
-    runs = sorted(results_dir.glob(f"*-{model}-gate.json")) if results_dir.is_dir() else []
-    if not runs:
+    found = last_gate(results_dir, model)
+    if found is None:
         return {"title": "Benchmarks", "notes": [f"no benchmark of {model} recorded here yet"]}
-    last = json.loads(runs[-1].read_text())
+    name, last = found
     rows: list[dict[str, Any]] = []
-    gate = last.get("verdicts", {}).get("gate")
-    for line in gate if isinstance(gate, list) else []:
+    for line in last_gate_lines(last):
         rows.append(
             {
                 "item": f"c={line['concurrency']} output tok/s",
@@ -301,7 +311,7 @@ def benchmarks(results_dir: Path, model: str) -> Section:
         "title": "Benchmarks",
         "rows": rows,
         "plots": plots,
-        "notes": [f"last run: {runs[-1].name}"],
+        "notes": [f"last run: {name}"],
     }
 
 

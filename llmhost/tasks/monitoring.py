@@ -10,6 +10,7 @@ running ones.
 
 from __future__ import annotations
 
+import ipaddress
 from importlib.resources import files as package_files
 from typing import Any
 
@@ -18,9 +19,16 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, server, systemd
 from pyinfra.operations.util import any_changed
 
-from llmhost.config.loading import load_exporter, load_guest
+from llmhost.config.loading import load_exporter, load_guest, load_router
 from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
-from llmhost.groups import is_monitoring_host, is_proxmox_host, is_serving_guest, scrape_address
+from llmhost.config.router import RouterSettings
+from llmhost.groups import (
+    is_monitoring_host,
+    is_proxmox_host,
+    is_router_host,
+    is_serving_guest,
+    scrape_address,
+)
 from llmhost.monitoring import (
     ALERTMANAGER_CONFIG,
     ALERTMANAGER_DEFAULTS,
@@ -49,22 +57,31 @@ from llmhost.tasks.guest_base import APT_PROXY_FILE
 GPU_SCRIPT = "/usr/local/lib/llmhost/gpu_metrics.py"
 
 
+def router_scrape_address(router: RouterSettings, other: Any) -> str:
+    """Its listen address, or the host's own when it listens on every interface."""
+    unspecified = ipaddress.ip_address(router.listen_address).is_unspecified
+    return scrape_address(other) if unspecified else router.listen_address
+
+
 def site_hosts(inventory: Any) -> list[SiteHost]:
     """Every Proxmox host, serving guest and monitoring host of the inventory, as the
     monitoring host scrapes it (their data validated here too: a bad port names its host)."""
     hosts: list[SiteHost] = []
     for other in inventory:
         guest = is_serving_guest(other)
-        if not (guest or is_proxmox_host(other) or is_monitoring_host(other)):
+        router = load_router(other).router if is_router_host(other) else None
+        if not (guest or router or is_proxmox_host(other) or is_monitoring_host(other)):
             continue
         role = "serving_guest" if guest else "proxmox_host" if is_proxmox_host(other) else ""
         hosts.append(
             SiteHost(
                 name=other.name,
                 address=scrape_address(other),
-                role=role or "monitoring",
+                role=role or ("router" if router else "monitoring"),
                 metrics_port=load_exporter(other).metrics.port,
                 vllm_port=load_guest(other).port if guest else None,
+                router_metrics_port=router.prometheus_port if router else None,
+                router_address=router_scrape_address(router, other) if router else None,
             )
         )
     return hosts
@@ -185,11 +202,11 @@ def monitoring_files(
     """Config, rules and arguments, written before the packages that read them: (Prometheus's
     config and rules, its arguments, Alertmanager's config and arguments)."""
     s = cfg.monitoring
-    vllm, node = scrape_targets(site)
+    targets = scrape_targets(site)
     config = [
         atomic_file(
-            name=f"Prometheus scrapes {len(vllm)} vLLM and {len(node)} node targets",
-            content=render_prometheus_config(s, cfg.host_name, vllm, node),
+            name=f"Prometheus scrapes {targets.describe()}",
+            content=render_prometheus_config(s, cfg.host_name, targets),
             dest=PROMETHEUS_CONFIG,
         ),
         atomic_file(

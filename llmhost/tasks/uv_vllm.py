@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 from pyinfra.api import deploy
 from pyinfra.api.operation import OperationMeta
 
-from llmhost.config.guest import GuestConfig
+from llmhost.config.guest import GuestConfig, PackageSources
 from llmhost.guest import script
 from llmhost.locks import Lock, load_lock
 from llmhost.operations.files import atomic_file
@@ -33,30 +33,54 @@ def pip_index_args(index_url: str) -> str:
     return args
 
 
+def locked_venv(
+    what: str,
+    lock: Lock,
+    root_dir: str,
+    venv_dir: str,
+    uv_version: str,
+    sources: PackageSources,
+    python: str = "system",
+    extra_index_urls: list[str] | None = None,
+) -> OperationMeta:
+    """uv in its bootstrap venv, the lock on the host, then the venv synced from it (vLLM's
+    on a guest, vllm-router's on a router host)."""
+    tools = f"{root_dir}/tools"
+    uv_tool(
+        name=f"uv {uv_version} (bootstrap venv {tools})",
+        tools=tools,
+        version=uv_version,
+        pip_args=pip_index_args(sources.index_url),
+    )
+    remote_lock = f"{root_dir}/locks/{lock.name}"
+    atomic_file(name=f"{what} lock {lock.name}", content=lock.path.read_text(), dest=remote_lock)
+    return uv_venv(
+        name=f"{what} venv {venv_dir} from {lock.name} (uv; minutes on a first run)",
+        path=venv_dir,
+        lock=remote_lock,
+        lock_sha256=lock.digest,
+        lock_python=lock.spec.python_version,
+        python=python,
+        uv=f"{tools}/bin/uv",
+        index_url=sources.index_url,
+        extra_index_urls=extra_index_urls or [],
+        find_links=list(sources.find_links),
+    )
+
+
 @deploy("uv and the vLLM venv")
 def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
     lock = load_lock(cfg)  # no lock for the pin: stop here, before any operation runs
-    tools = f"{cfg.root_dir}/tools"
-    uv_tool(
-        name=f"uv {cfg.vllm.uv_version} (bootstrap venv {tools})",
-        tools=tools,
-        version=cfg.vllm.uv_version,
-        pip_args=pip_index_args(cfg.package_sources.index_url),
-    )
-    guest_lock = f"{cfg.root_dir}/locks/{lock.name}"
     shim_path = f"{cfg.root_dir}/bin/vllm-entry"
-    atomic_file(name=f"vLLM lock {lock.name}", content=lock.path.read_text(), dest=guest_lock)
-    venv = uv_venv(
-        name=f"vLLM venv {cfg.venv_dir} from {lock.name} (uv; minutes on a first run)",
-        path=cfg.venv_dir,
-        lock=guest_lock,
-        lock_sha256=lock.digest,
-        lock_python=lock.spec.python_version,
+    venv = locked_venv(
+        "vLLM",
+        lock,
+        cfg.root_dir,
+        cfg.venv_dir,
+        cfg.vllm.uv_version,
+        cfg.package_sources,
         python=cfg.vllm.python,
-        uv=f"{tools}/bin/uv",
-        index_url=cfg.package_sources.index_url,
         extra_index_urls=vllm_extra_index_urls(cfg, lock),
-        find_links=list(cfg.package_sources.find_links),
     )
     shim = atomic_file(
         name="vLLM entry shim",

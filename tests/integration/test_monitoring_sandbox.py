@@ -9,6 +9,7 @@ through Prometheus's HTTP API, as an operator's tooling would.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -81,7 +82,7 @@ def test_a_second_site_run_changes_nothing(prometheus_url: str) -> None:
     run = pyinfra(*SITE)
     assert run.rc == 0, run.tail()
     assert not changed_ops(run.output, errors_too=True)
-    assert "Prometheus scrapes 1 vLLM and 2 node targets" in run.output
+    assert "Prometheus scrapes 1 vLLM and 2 node targets, 1 router" in run.output
 
 
 def test_promtool_passes_the_config_and_the_rules(prometheus_url: str) -> None:
@@ -96,13 +97,14 @@ def test_promtool_passes_the_config_and_the_rules(prometheus_url: str) -> None:
 def test_every_replica_and_host_is_scraped(prometheus_url: str, sandbox: SandboxState) -> None:
     def all_up() -> bool:
         targets = api(prometheus_url, "targets")["activeTargets"]
-        return len(targets) == 4 and all(t["health"] == "up" for t in targets)
+        return len(targets) == 5 and all(t["health"] == "up" for t in targets)
 
-    wait_until(all_up, 60, "every target up")
+    wait_until(all_up, 60, "every target up (vLLM, 2 node exporters, the router, Prometheus)")
     targets = {t["scrapeUrl"]: t["labels"] for t in api(prometheus_url, "targets")["activeTargets"]}
     assert targets[f"http://{sandbox.ip}:8000/metrics"]["replica"] == sandbox.ip
     assert targets[f"http://{sandbox.ip}:9100/metrics"]["role"] == "serving_guest"
     assert targets[f"http://{standin.IP}:9100/metrics"]["role"] == "proxmox_host"
+    assert targets[f"http://{standin.IP}:29000/metrics"]["job"] == "vllm-router"
 
 
 def test_prometheus_and_alertmanager_listen_only_where_the_site_says(
@@ -208,3 +210,21 @@ def test_promtool_unit_tests_fire_each_alert_and_only_then(prometheus_url: str) 
         + " && promtool test rules /tmp/llmhost-rule-tests.yml 2>&1; echo rc=$?"
     )
     assert out.endswith("rc=0") and "SUCCESS" in out, out
+
+
+def test_the_state_document_reads_the_last_hour_from_prometheus(
+    prometheus_url: str, sandbox: SandboxState
+) -> None:
+    """After the replica-down drill (its unit stopped and started again, earlier in this
+    module), the guest's document shows the replica up, an engine start, and the gate."""
+    run = pyinfra("inventory/sandbox.py", "deploys/report.py")
+    assert run.rc == 0, run.tail()
+    found = re.search(r"state documents written to (reports/\S+)/", run.output)
+    assert found, run.tail()
+    doc = json.loads((REPO / found.group(1) / f"{sandbox.ip}.json").read_text())
+    section = next(s for s in doc["sections"] if s["title"] == "Running (Prometheus, last hour)")
+    rows = {r["item"]: r["actual"] for r in section["rows"]}
+    assert rows["up now"] == 1.0, rows
+    assert isinstance(rows["engine starts"], float) and rows["engine starts"] >= 1, rows
+    assert isinstance(rows["output tok/s, mean"], float), rows
+    assert any(item.startswith("last gate: c=") for item in rows), rows

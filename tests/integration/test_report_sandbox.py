@@ -49,6 +49,7 @@ def test_the_report_is_complete_read_only_and_secret_free(
         "Kernel cmdline, sysctls, swap and modules",
         "Served model: tiny-llama",
         "Benchmarks",
+        "Running (Prometheus, last hour)",
         "GPU holders now",
         "Ruled out",
         "Constraints",

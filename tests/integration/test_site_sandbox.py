@@ -42,7 +42,8 @@ def test_each_deploy_leaves_the_hosts_of_other_roles_alone(site: GuestConfig) ->
     assert f"[{site.host_name}] host.py: not a Proxmox host (sandbox), left alone" in host.output
     serve = pyinfra(*SERVE)
     assert serve.rc == 0, serve.tail()
-    left = f"[{standin.IP}] serve.py: not a serving guest (monitoring, proxmox_hosts), left alone"
+    groups = "monitoring, proxmox_hosts, routers"
+    left = f"[{standin.IP}] serve.py: not a serving guest ({groups}), left alone"
     assert left in serve.output
     assert "READY tiny-llama" in serve.output and not changed_ops(serve.output)
 

@@ -72,9 +72,10 @@ def test_nvidia_smi_failing_is_written_as_down(tmp_path: Path) -> None:
 
 
 def test_targets_come_from_the_inventory_each_host_once() -> None:
-    vllm, node = scrape_targets([*SITE, SITE[0]])
-    assert [t.address for t in vllm] == ["10.0.0.11:8000", "llm-vm.lab.example:8001"]
-    assert [t.address for t in node] == [
+    targets = scrape_targets([*SITE, SITE[0]])
+    assert [t.address for t in targets.vllm] == ["10.0.0.11:8000", "llm-vm.lab.example:8001"]
+    assert targets.router == []
+    assert [t.address for t in targets.node] == [
         "10.0.0.2:9100",
         "10.0.0.11:9100",
         "llm-vm.lab.example:9101",
@@ -98,8 +99,12 @@ def test_prometheus_listens_where_the_site_says_with_a_bounded_retention() -> No
         'ARGS="--web.listen-address=10.0.0.2:9090 --storage.tsdb.retention.time=15d '
         '--storage.tsdb.retention.size=20GB"\n'
     )
-    config = render_prometheus_config(s, "pve1", *scrape_targets(SITE))
+    config = render_prometheus_config(s, "pve1", scrape_targets(SITE))
     assert '- targets: ["10.0.0.11:8000"]' in config and 'replica: "llm-lxc"' in config
+    assert "job_name: vllm-router" not in config  # no router in this site
+    router = SiteHost("rt", "10.0.0.3", "router", 9100, None, 29000, "10.0.0.3")
+    with_router = render_prometheus_config(s, "pve1", scrape_targets([*SITE, router]))
+    assert "job_name: vllm-router" in with_router and '"10.0.0.3:29000"' in with_router
     assert "Bearer" not in config and "authorization" not in config.lower()
 
 

@@ -1,0 +1,57 @@
+"""Typed group_data of a router host: vllm-router in front of the site's serving guests.
+
+Why typed: vllm-router's defaults hide a dead worker for minutes (health checks every 60 s,
+3 failures) and put its metrics on a port two routers would share; the site states them here,
+and what the inventory cannot back (no worker, a worker that is not a serving guest, a port
+that clashes) is refused before the first operation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from llmhost.config.guest import PackageSources
+from llmhost.config.types import IpAddress, Strict
+
+
+class RouterSettings(Strict):
+    version: str = "0.1.17"  # vllm-router on PyPI; its hashed lock is locks/vllm-router-*
+    uv_version: str = "0.13.9"
+    listen_address: IpAddress  # where clients reach it: the site says (0.0.0.0 only if said)
+    port: int = Field(default=8080, ge=1, le=65535)
+    prometheus_port: int = Field(default=29000, ge=1, le=65535)
+    # The serving guests it routes to, by inventory name; empty: every serving guest.
+    workers: tuple[str, ...] = ()
+    policy: Literal["round_robin", "power_of_two", "cache_aware", "random"] = "round_robin"
+    # A dead worker leaves routing after interval x failure threshold seconds.
+    health_check_interval_s: int = Field(default=5, ge=1, le=300)
+    health_failure_threshold: int = Field(default=2, ge=1, le=20)
+    health_success_threshold: int = Field(default=1, ge=1, le=20)
+    retries: int = Field(default=2, ge=0, le=10)
+    request_timeout_s: int = Field(default=1800, ge=1)
+    # How long add_worker waits for a replica that is still loading (a 1T model: ~30 min).
+    worker_startup_timeout_s: int = Field(default=2400, ge=1)
+    service_user: str = "vllm-router"
+    root_dir: str = "/opt/llmhost"
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not re.fullmatch(r"\d+\.\d+\.\d+", value):
+            raise ValueError(f"{value!r} is not a version like 0.1.17")
+        return value
+
+    @property
+    def venv_dir(self) -> str:
+        return f"{self.root_dir}/venvs/vllm-router-{self.version}"
+
+
+class RouterConfig(Strict):
+    """A `routers` host."""
+
+    host_name: str
+    router: RouterSettings
+    package_sources: PackageSources = PackageSources()

@@ -1,0 +1,109 @@
+"""vllm-router on a router host: its workers from the inventory and its systemd unit, pure.
+
+Why from the inventory: the router's worker list and the site's serving guests are one fact;
+written by hand twice they drift. Why every health and retry flag is explicit: the router's
+defaults (a check every 60 s, 3 failures) keep a dead replica in rotation for about three
+minutes. The router does not check the API key (it forwards the client's Authorization header
+to the worker, which does), so no key is in its unit, argv or files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmhost.config.router import RouterSettings
+from llmhost.render import render_template, systemd_quote
+
+UNIT_NAME = "vllm-router.service"
+UNIT_FILE = f"/etc/systemd/system/{UNIT_NAME}"
+
+
+@dataclass(frozen=True)
+class Worker:
+    name: str  # inventory name
+    url: str  # http://<address>:<port>
+    model: str  # the served model its group_data names
+
+
+class RouterDataError(ValueError):
+    """Router data the inventory cannot back; reported as a ConfigError naming the field."""
+
+
+def choose_workers(settings: RouterSettings, guests: Sequence[Worker]) -> list[Worker]:
+    """The router's workers: those named in router.workers, else every serving guest; all
+    serving one model (one router per model: a client asks for one name)."""
+    by_name = {w.name: w for w in guests}
+    if settings.workers:
+        unknown = [n for n in settings.workers if n not in by_name]
+        if unknown:
+            raise RouterDataError(
+                f"router.workers: {', '.join(map(repr, unknown))} is not a serving guest of "
+                f"this inventory (serving guests: {', '.join(by_name) or 'none'})"
+            )
+        chosen = [by_name[n] for n in settings.workers]
+    else:
+        chosen = list(guests)
+    if not chosen:
+        raise RouterDataError("router.workers: no serving guest to route to in this inventory")
+    models = sorted({w.model for w in chosen})
+    if len(models) > 1:
+        served = ", ".join(f"{w.name}: {w.model}" for w in chosen)
+        raise RouterDataError(
+            f"router.workers serve different models ({served}): one router per model"
+        )
+    return chosen
+
+
+def check_ports(settings: RouterSettings, taken: dict[int, str]) -> None:
+    """The router's two ports differ from each other and from what else listens on the host."""
+    if settings.port == settings.prometheus_port:
+        raise RouterDataError(
+            f"router.prometheus_port: {settings.port} is also router.port: give it its own"
+        )
+    for field, port in (("port", settings.port), ("prometheus_port", settings.prometheus_port)):
+        if port in taken:
+            raise RouterDataError(f"router.{field}: {port} is taken by {taken[port]} on this host")
+
+
+def exec_start(settings: RouterSettings, workers: Sequence[Worker]) -> list[str]:
+    s = settings
+    argv = [
+        f"{s.venv_dir}/bin/vllm-router",
+        "--host",
+        s.listen_address,
+        "--port",
+        str(s.port),
+        "--worker-urls",
+        *[w.url for w in workers],
+        "--policy",
+        s.policy,
+        "--prometheus-host",
+        s.listen_address,
+        "--prometheus-port",
+        str(s.prometheus_port),
+        "--health-check-endpoint",
+        "/health",
+        "--health-check-interval-secs",
+        str(s.health_check_interval_s),
+        "--health-failure-threshold",
+        str(s.health_failure_threshold),
+        "--health-success-threshold",
+        str(s.health_success_threshold),
+        "--retry-max-retries",
+        str(s.retries),
+        "--request-timeout-secs",
+        str(s.request_timeout_s),
+        "--worker-startup-timeout-secs",
+        str(s.worker_startup_timeout_s),
+    ]
+    return [systemd_quote(a) for a in argv]
+
+
+def render_unit(settings: RouterSettings, workers: Sequence[Worker]) -> str:
+    return render_template(
+        "vllm-router.service.j2",
+        s=settings,
+        workers=workers,
+        exec_start=exec_start(settings, workers),
+    )

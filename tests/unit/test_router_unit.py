@@ -1,0 +1,83 @@
+"""vllm-router's unit and workers from the inventory: the exact flags a router host gets, and
+the router data the inventory cannot back, refused (tests/integration/test_router_sandbox.py
+runs the unit on the stand-in)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from llmhost.config.router import RouterSettings
+from llmhost.locks import LockError, load_router_lock
+from llmhost.router import RouterDataError, Worker, check_ports, choose_workers, render_unit
+
+GUESTS = [
+    Worker("llm-lxc", "http://10.0.0.11:8000", "kimi-k2.5-int4"),
+    Worker("llm-vm", "http://10.0.0.12:8000", "kimi-k2.5-int4"),
+]
+
+
+def settings(**override: object) -> RouterSettings:
+    return RouterSettings.model_validate({"listen_address": "10.0.0.2", **override})
+
+
+def test_every_serving_guest_is_a_worker_unless_named() -> None:
+    assert choose_workers(settings(), GUESTS) == GUESTS
+    assert choose_workers(settings(workers=["llm-vm"]), GUESTS) == GUESTS[1:]
+
+
+@pytest.mark.parametrize(
+    ("data", "guests", "message"),
+    [
+        ({"workers": ["llm-lxc", "gpu9"]}, GUESTS, "'gpu9' is not a serving guest"),
+        ({}, [], "no serving guest to route to"),
+        (
+            {},
+            [*GUESTS, Worker("old", "http://10.0.0.13:8000", "minimax-m2.5")],
+            "serve different models",
+        ),
+    ],
+)
+def test_workers_the_inventory_cannot_back_are_refused(
+    data: dict, guests: list[Worker], message: str
+) -> None:
+    with pytest.raises(RouterDataError, match=message):
+        choose_workers(settings(**data), guests)
+
+
+def test_a_port_clash_is_refused() -> None:
+    with pytest.raises(RouterDataError, match="router.prometheus_port: 8080 is also router.port"):
+        check_ports(settings(prometheus_port=8080), {})
+    with pytest.raises(RouterDataError, match="router.port: 9090 is taken by Prometheus"):
+        check_ports(settings(port=9090), {9090: "Prometheus"})
+    check_ports(settings(), {9090: "Prometheus", 9100: "node exporter"})
+
+
+def test_the_unit_runs_non_root_always_restarts_and_states_every_health_flag() -> None:
+    unit = render_unit(settings(), GUESTS)
+    assert "User=vllm-router" in unit and "Restart=always" in unit
+    for flag in (
+        "--worker-urls http://10.0.0.11:8000 http://10.0.0.12:8000",
+        "--health-check-interval-secs 5",
+        "--health-failure-threshold 2",
+        "--retry-max-retries 2",
+        "--prometheus-host 10.0.0.2",
+        "--prometheus-port 29000",
+        "--host 10.0.0.2",
+        "--port 8080",
+    ):
+        assert flag in " ".join(unit.replace("\\\n", " ").split()), flag
+    assert "--api-key" not in unit  # the workers check the key: none in the router's argv
+
+
+def test_bad_listen_address_is_refused() -> None:
+    with pytest.raises(ValidationError, match="not an IP address"):
+        settings(listen_address="router.lab")
+
+
+def test_the_router_pin_installs_only_from_its_committed_lock() -> None:
+    lock = load_router_lock("0.1.17", "rt")
+    assert lock.name == "vllm-router-0.1.17.py311-x86_64-manylinux_2_36.txt"
+    assert "vllm-router==0.1.17" in lock.path.read_text()
+    with pytest.raises(LockError, match="python -m llmhost.locks compile --router 0.1.99"):
+        load_router_lock("0.1.99", "rt")
