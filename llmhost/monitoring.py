@@ -48,6 +48,7 @@ class SiteHost:
     vllm_port: int | None = None  # serving guests only
     router_metrics_port: int | None = None  # router hosts only (vllm-router's own exporter)
     router_address: str | None = None  # where the router's exporter listens
+    dcgm_port: int | None = None  # NVIDIA's DCGM exporter, where the site runs one
 
 
 @dataclass(frozen=True)
@@ -55,15 +56,17 @@ class Targets:
     vllm: list[Target]
     node: list[Target]
     router: list[Target]
+    dcgm: list[Target]
 
     def describe(self) -> str:
         text = f"{len(self.vllm)} vLLM and {len(self.node)} node targets"
-        return text + (f", {len(self.router)} router" if self.router else "")
+        text += f", {len(self.router)} router" if self.router else ""
+        return text + (f", {len(self.dcgm)} DCGM" if self.dcgm else "")
 
 
 def scrape_targets(hosts: Iterable[SiteHost]) -> Targets:
     """vLLM, node exporter and router targets, each host once, in inventory order."""
-    targets = Targets([], [], [])
+    targets = Targets([], [], [], [])
     seen: set[str] = set()
     for h in hosts:
         if h.vllm_port is not None:
@@ -71,6 +74,8 @@ def scrape_targets(hosts: Iterable[SiteHost]) -> Targets:
         if h.router_metrics_port is not None:
             where = h.router_address or h.address
             targets.router.append(Target(h.name, f"{where}:{h.router_metrics_port}", "router"))
+        if h.dcgm_port is not None and h.name not in seen:
+            targets.dcgm.append(Target(h.name, f"{h.address}:{h.dcgm_port}", h.role))
         if h.name not in seen:
             targets.node.append(Target(h.name, f"{h.address}:{h.metrics_port}", h.role))
             seen.add(h.name)
@@ -98,6 +103,7 @@ def render_prometheus_config(s: MonitoringSettings, host_name: str, targets: Tar
         vllm=targets.vllm,
         node=targets.node,
         router=targets.router,
+        dcgm=targets.dcgm,
     )
 
 

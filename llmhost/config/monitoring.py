@@ -27,6 +27,10 @@ class MetricsSettings(Strict):
     listen_address: IpAddress | None = None
     # How often the GPU textfile timer reads nvidia-smi (hosts with NVIDIA GPUs only).
     gpu_interval_s: int = Field(default=15, ge=1, le=3600)
+    # The port of NVIDIA's DCGM exporter where the site runs one on this host: Prometheus
+    # scrapes it too (job dcgm). The textfile timer stays: DCGM cannot tell a zombie from a
+    # server, the timer's unit check can.
+    dcgm_exporter_port: int | None = Field(default=None, ge=1, le=65535)
 
 
 class AlertSettings(Strict):

@@ -73,15 +73,17 @@ def site_hosts(inventory: Any) -> list[SiteHost]:
         if not (guest or router or is_proxmox_host(other) or is_monitoring_host(other)):
             continue
         role = "serving_guest" if guest else "proxmox_host" if is_proxmox_host(other) else ""
+        metrics = load_exporter(other).metrics
         hosts.append(
             SiteHost(
                 name=other.name,
                 address=scrape_address(other),
                 role=role or ("router" if router else "monitoring"),
-                metrics_port=load_exporter(other).metrics.port,
+                metrics_port=metrics.port,
                 vllm_port=load_guest(other).port if guest else None,
                 router_metrics_port=router.prometheus_port if router else None,
                 router_address=router_scrape_address(router, other) if router else None,
+                dcgm_port=metrics.dcgm_exporter_port,
             )
         )
     return hosts

@@ -103,6 +103,9 @@ def test_prometheus_listens_where_the_site_says_with_a_bounded_retention() -> No
     assert '- targets: ["10.0.0.11:8000"]' in config and 'replica: "llm-lxc"' in config
     assert "job_name: vllm-router" not in config  # no router in this site
     router = SiteHost("rt", "10.0.0.3", "router", 9100, None, 29000, "10.0.0.3")
+    gpu_host = SiteHost("pve2", "10.0.0.4", "proxmox_host", 9100, dcgm_port=9400)
+    with_dcgm = render_prometheus_config(s, "pve1", scrape_targets([*SITE, gpu_host]))
+    assert "job_name: dcgm" in with_dcgm and '"10.0.0.4:9400"' in with_dcgm
     with_router = render_prometheus_config(s, "pve1", scrape_targets([*SITE, router]))
     assert "job_name: vllm-router" in with_router and '"10.0.0.3:29000"' in with_router
     assert "Bearer" not in config and "authorization" not in config.lower()
