@@ -34,7 +34,7 @@ from llmhost.groups import (
 )
 from llmhost.operations.order import barrier
 from llmhost.secrets import resolve_secrets
-from llmhost.tasks.monitoring import node_exporter, prometheus, site_hosts
+from llmhost.tasks.monitoring import gpu_attribution, node_exporter, prometheus, site_hosts
 from llmhost.tasks.proxmox_host import proxmox_host
 from llmhost.tasks.router import router_workers, taken_ports, vllm_router
 from llmhost.tasks.serving_guest import serving_guest
@@ -56,10 +56,7 @@ if proxmox:
     proxmox_host(proxmox)
 barrier(name="Proxmox hosts done: serving guests next", what="site order")
 if exporter:
-    gpus = bool(
-        (proxmox and proxmox.host_profile == "lxc-p2p") or (guest and guest.accelerator == "cuda")
-    )
-    node_exporter(exporter, scrape_address(host), gpus=gpus)
+    node_exporter(exporter, scrape_address(host), gpus=gpu_attribution(proxmox, guest))
 if guest and secrets:
     serving_guest(guest, secrets)
 barrier(name="serving guests done: routers and monitoring next", what="site order")

@@ -30,6 +30,11 @@ PROMETHEUS_PACKAGES = ["prometheus", "prometheus-alertmanager"]
 NODE_EXPORTER_PACKAGE = "prometheus-node-exporter"
 
 
+def host_port(address: str, port: int) -> str:
+    """address:port, with an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 @dataclass(frozen=True)
 class Target:
     name: str  # the inventory name
@@ -45,7 +50,7 @@ class SiteHost:
     address: str  # ssh_hostname, else the name
     role: str  # "proxmox_host", "serving_guest", "monitoring"
     metrics_port: int
-    vllm_port: int | None = None  # serving guests only
+    vllm_ports: tuple[int, ...] = ()  # serving guests: the served model's, then extra units
     router_metrics_port: int | None = None  # router hosts only (vllm-router's own exporter)
     router_address: str | None = None  # where the router's exporter listens
     dcgm_port: int | None = None  # NVIDIA's DCGM exporter, where the site runs one
@@ -69,15 +74,15 @@ def scrape_targets(hosts: Iterable[SiteHost]) -> Targets:
     targets = Targets([], [], [], [])
     seen: set[str] = set()
     for h in hosts:
-        if h.vllm_port is not None:
-            targets.vllm.append(Target(h.name, f"{h.address}:{h.vllm_port}", h.role))
+        for port in h.vllm_ports:
+            targets.vllm.append(Target(h.name, host_port(h.address, port), h.role))
         if h.router_metrics_port is not None:
-            where = h.router_address or h.address
-            targets.router.append(Target(h.name, f"{where}:{h.router_metrics_port}", "router"))
+            where = host_port(h.router_address or h.address, h.router_metrics_port)
+            targets.router.append(Target(h.name, where, "router"))
         if h.dcgm_port is not None and h.name not in seen:
-            targets.dcgm.append(Target(h.name, f"{h.address}:{h.dcgm_port}", h.role))
+            targets.dcgm.append(Target(h.name, host_port(h.address, h.dcgm_port), h.role))
         if h.name not in seen:
-            targets.node.append(Target(h.name, f"{h.address}:{h.metrics_port}", h.role))
+            targets.node.append(Target(h.name, host_port(h.address, h.metrics_port), h.role))
             seen.add(h.name)
     return targets
 
@@ -86,12 +91,12 @@ def exporter_listen(metrics: MetricsSettings, address: str) -> str:
     """node exporter's --web.listen-address: the given address, else the scrape address when
     it is an IP, else every interface (a host name may resolve to several)."""
     if metrics.listen_address:
-        return f"{metrics.listen_address}:{metrics.port}"
+        return host_port(metrics.listen_address, metrics.port)
     try:
         ipaddress.ip_address(address)
     except ValueError:
         return f":{metrics.port}"
-    return f"{address}:{metrics.port}"
+    return host_port(address, metrics.port)
 
 
 def render_prometheus_config(s: MonitoringSettings, host_name: str, targets: Targets) -> str:
@@ -100,6 +105,8 @@ def render_prometheus_config(s: MonitoringSettings, host_name: str, targets: Tar
         s=s,
         host_name=host_name,
         rules_file=RULES_FILE,
+        alertmanager=host_port(s.listen_address, s.alertmanager_port),
+        itself=host_port(s.listen_address, s.port),
         vllm=targets.vllm,
         node=targets.node,
         router=targets.router,
@@ -125,7 +132,7 @@ def defaults_file(args: list[str]) -> str:
 
 def prometheus_args(s: MonitoringSettings) -> list[str]:
     return [
-        f"--web.listen-address={s.listen_address}:{s.port}",
+        f"--web.listen-address={host_port(s.listen_address, s.port)}",
         f"--storage.tsdb.retention.time={s.retention_time}",
         f"--storage.tsdb.retention.size={s.retention_size}",
     ]
@@ -133,7 +140,7 @@ def prometheus_args(s: MonitoringSettings) -> list[str]:
 
 def alertmanager_args(s: MonitoringSettings) -> list[str]:
     return [
-        f"--web.listen-address={s.listen_address}:{s.alertmanager_port}",
+        f"--web.listen-address={host_port(s.listen_address, s.alertmanager_port)}",
         # A single Alertmanager: no cluster gossip on every interface.
         "--cluster.listen-address=",
     ]
@@ -145,15 +152,18 @@ def node_exporter_args(listen: str) -> list[str]:
         f"--collector.textfile.directory={TEXTFILE_DIR}",
         "--collector.systemd",
         "--collector.systemd.unit-include=llmhost-.+\\.service",
+        # node_systemd_service_restart_total (LlmhostUnitRestarting) is off without it.
+        "--collector.systemd.enable-restarts-metrics",
     ]
 
 
-def gpu_metrics_units(script: str, interval_s: int) -> tuple[str, str]:
-    """(service, timer) that run gpu_metrics.py every interval_s seconds."""
+def gpu_metrics_units(script: str, interval_s: int, attribute: str) -> tuple[str, str]:
+    """(service, timer) that run gpu_metrics.py every interval_s seconds; attribute is how it
+    tells who holds memory ("processes" on a host or VM, "units" in an LXC guest)."""
     service = (
         "[Unit]\nDescription=llmhost: GPU metrics for node exporter's textfile collector\n\n"
         "[Service]\nType=oneshot\n"
-        f"ExecStart=/usr/bin/python3 {script} --out {GPU_TEXTFILE}\n"
+        f"ExecStart=/usr/bin/python3 {script} --out {GPU_TEXTFILE} --attribute {attribute}\n"
     )
     timer = (
         "[Unit]\nDescription=llmhost: GPU metrics every few seconds\n\n"

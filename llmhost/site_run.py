@@ -10,9 +10,11 @@ before the host step that starts it could run, and `deploys/site.py` ends withou
 3. `deploys/site.py` on the whole site, with the caller's options: the Proxmox hosts again
    (nothing to do, a few seconds), then the guests.
 
-Options for the site (`--data`, `--limit`, `-v`) go to the second run; the first gets `-y`,
-`--dry` and the verbosity only. Exit status: the first run's when it failed (the site run is
-not started on a host that failed), else the site run's; 130 on Ctrl-C.
+The caller's pyinfra options go to both runs (connection options, `--data`, `-y`, `--dry`),
+except `--limit`, which only the site run gets (the first is limited to the Proxmox hosts).
+Exit status: the first run's when it failed (then the site run is not started: its guests
+would converge on a host that is not), else the site run's; 130 on Ctrl-C. The wait is a TCP
+connection that gets sshd's banner: a guest reached through a jump host is not waited for.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 DEPLOYS = REPO / "deploys"
 PROXMOX_GROUP = "proxmox_hosts"
 GUEST_UP_TIMEOUT_S = 300
-FIRST_RUN_FLAGS = ("-y", "--yes", "--dry", "-v", "-vv", "-vvv", "--debug")
 
 
 def say(message: str) -> None:
@@ -52,7 +53,7 @@ def inventory_hosts(inventory: str) -> tuple[list[str], list[Target]]:
 
     state = State()
     with ctx_state.use(state):
-        inv = make_inventory(inventory)
+        inv = make_inventory(inventory, cwd=str(Path.cwd()))  # group_data/ beside it, as pyinfra
     proxmox = [h.name for h in inv if PROXMOX_GROUP in h.groups]
     others = [
         Target(h.name, str(h.data.get("ssh_hostname") or h.name), int(h.data.get("ssh_port") or 22))
@@ -91,7 +92,17 @@ def wait_for_guests(
 
 
 def first_run_args(args: Sequence[str]) -> list[str]:
-    return [a for a in args if a in FIRST_RUN_FLAGS]
+    """The caller's options without --limit (and its value): the first run has its own."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--limit":
+            skip = True
+        elif not arg.startswith("--limit="):
+            kept.append(arg)
+    return kept
 
 
 def pyinfra_argv(*args: str) -> list[str]:

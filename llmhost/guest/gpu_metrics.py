@@ -1,13 +1,19 @@
 """GPU metrics for node exporter's textfile collector, from `nvidia-smi`, on a GPU guest or host.
 
 Why: a site without NVIDIA's DCGM exporter still wants GPU memory, utilisation, temperature and
-power in Prometheus, and above all the zombie signal: GPU memory held while no llmhost unit
-serves (vLLM workers outliving their server, vllm#55510). node exporter already runs on every
-host; a timer runs this script every few seconds and the collector exposes its file. It runs
-with the system python3 (stdlib only) and imports nothing from llmhost; the control side
-imports `render` for its tests.
+power in Prometheus, and above all the zombie signal: GPU memory held by something that is not
+an llmhost server (vLLM workers outliving their server, vllm#55510). node exporter already
+runs on every host; a timer runs this script every few seconds and the collector exposes its
+file. It runs with the system python3 (stdlib only) and imports nothing from llmhost; the
+control side imports it for its tests.
 
-    python3 gpu_metrics.py --out /var/lib/prometheus/node-exporter/llmhost_gpu.prom
+Who holds memory is decided where it can be: on a Proxmox host or in a VM, nvidia-smi's PIDs
+are the machine's own, so each process's cgroup says whether it runs in an llmhost unit (a
+guest's units included, seen from the host); inside an LXC guest nvidia-smi lists the host's
+PIDs, so memory in use while none of the guest's llmhost units is active counts as held.
+
+    python3 gpu_metrics.py --out /var/lib/prometheus/node-exporter/llmhost_gpu.prom \
+        [--attribute processes|units]
 
 The file is written whole and renamed into place, so a scrape never sees half of it. When
 nvidia-smi fails, `llmhost_gpu_metrics_up 0` is written and the exit status is 1.
@@ -17,15 +23,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 GPU_QUERY = "index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw"
 APPS_QUERY = "gpu_uuid,pid,used_memory"
 MIB = 1024 * 1024
-ENV_DIR = "/etc/llmhost"  # a serving unit's env file: llmhost/render (unit_paths)
 
 HELP = {
     "llmhost_gpu_metrics_up": ("gauge", "1 when nvidia-smi answered on the last run"),
@@ -39,10 +45,14 @@ HELP = {
         "gauge",
         "processes nvidia-smi lists on the GPU (none inside an LXC guest: host PIDs)",
     ),
-    "llmhost_serving_units_active": ("gauge", "llmhost serving units active on this host"),
+    "llmhost_serving_units_active": (
+        "gauge",
+        "llmhost units active on this LXC guest (where memory is attributed by unit)",
+    ),
     "llmhost_gpu_memory_held_without_server_bytes": (
         "gauge",
-        "GPU memory in use while no llmhost unit is active: the zombie signal",
+        "GPU memory held by processes outside llmhost's units (in an LXC guest: in use while "
+        "none of its llmhost units is active): the zombie signal",
     ),
 }
 
@@ -64,16 +74,53 @@ def label_value(text: str) -> str:
     return text.strip().replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def render(gpu_csv: str, apps_csv: str, units_active: int, now: float) -> str:
+def in_llmhost_unit(pid: str, proc: str = "/proc") -> bool:
+    """The process runs in an llmhost unit's cgroup (a serving unit, or its A/B reference),
+    on this machine or in one of its LXC guests (seen from the host as /lxc.payload.N/...)."""
+    try:
+        with open(f"{proc}/{pid}/cgroup") as handle:
+            text = handle.read()
+    except OSError:
+        return False
+    return re.search(r"/llmhost-[^/\n]+\.service(/|$)", text, re.M) is not None
+
+
+def held_by_processes(apps_csv: str, in_server: Callable[[str], bool]) -> float:
+    """Bytes held by GPU processes outside any llmhost unit: where nvidia-smi's PIDs are this
+    machine's (a Proxmox host, a KVM guest)."""
+    held = 0.0
+    for line in apps_csv.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 3 and fields[1] and not in_server(fields[1]):
+            held += (number(fields[2]) or 0.0) * MIB
+    return held
+
+
+def held_by_units(gpu_csv: str, units_active: int) -> float:
+    """Bytes in use while no llmhost unit is active: inside an LXC guest, where nvidia-smi
+    lists the host's PIDs (or none) and only the guest's own units can be checked."""
+    if units_active:
+        return 0.0
+    used = 0.0
+    for line in gpu_csv.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 4:
+            used += (number(fields[3]) or 0.0) * MIB
+    return used
+
+
+def render(
+    gpu_csv: str, apps_csv: str, held: float, now: float, units_active: int | None = None
+) -> str:
     """The textfile of one run: gpu_csv is `--query-gpu=GPU_QUERY`, apps_csv is
-    `--query-compute-apps=APPS_QUERY` (both csv,noheader,nounits)."""
+    `--query-compute-apps=APPS_QUERY` (both csv,noheader,nounits); held is the zombie
+    signal (held_by_processes or held_by_units)."""
     samples: dict[str, list[str]] = {name: [] for name in HELP}
     apps: dict[str, int] = {}
     for line in apps_csv.splitlines():
         fields = [f.strip() for f in line.split(",")]
         if len(fields) >= 2 and fields[0]:
             apps[fields[0]] = apps.get(fields[0], 0) + 1
-    held_total = 0.0
     for line in gpu_csv.splitlines():
         fields = [f.strip() for f in line.split(",")]
         if len(fields) < 8:
@@ -93,13 +140,14 @@ def render(gpu_csv: str, apps_csv: str, units_active: int, now: float) -> str:
         for metric, value in values.items():
             if value is not None:
                 samples[metric].append(f"{metric}{{{labels}}} {fmt(value)}")
-        held_total += values["llmhost_gpu_memory_used_bytes"] or 0.0
     samples["llmhost_gpu_metrics_up"].append("llmhost_gpu_metrics_up 1")
     samples["llmhost_gpu_metrics_last_run_timestamp_seconds"].append(
         f"llmhost_gpu_metrics_last_run_timestamp_seconds {now:.3f}"
     )
-    samples["llmhost_serving_units_active"].append(f"llmhost_serving_units_active {units_active}")
-    held = held_total if units_active == 0 else 0.0
+    if units_active is not None:
+        samples["llmhost_serving_units_active"].append(
+            f"llmhost_serving_units_active {units_active}"
+        )
     samples["llmhost_gpu_memory_held_without_server_bytes"].append(
         f"llmhost_gpu_memory_held_without_server_bytes {fmt(held)}"
     )
@@ -131,9 +179,9 @@ def run(argv: Sequence[str]) -> str:
     return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
 
 
-def active_llmhost_units(env_dir: str = ENV_DIR) -> int:
-    """Active serving units: llmhost-*.service with their env file in env_dir (each model
-    unit has one; other units named llmhost-* do not serve). 0 where there is no systemd."""
+def active_llmhost_units() -> int:
+    """Active llmhost-*.service units (a serving unit or its A/B reference); 0 where there is
+    no systemd."""
     try:
         out = subprocess.run(
             ["systemctl", "list-units", "--state=active", "--plain", "--no-legend"]
@@ -144,8 +192,7 @@ def active_llmhost_units(env_dir: str = ENV_DIR) -> int:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
-    units = [line.split()[0] for line in out.splitlines() if line.strip()]
-    return len([u for u in units if os.path.exists(f"{env_dir}/{u.removesuffix('.service')}.env")])
+    return len([line for line in out.splitlines() if line.strip()])
 
 
 def write_atomically(path: str, text: str) -> None:
@@ -160,7 +207,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--nvidia-smi", default="nvidia-smi")
-    parser.add_argument("--env-dir", default=ENV_DIR)
+    parser.add_argument(
+        "--attribute",
+        choices=["processes", "units"],
+        default="processes",
+        help="who holds GPU memory: by each process's cgroup (nvidia-smi's PIDs are this "
+        "machine's: a host, a VM) or by this machine's llmhost units (an LXC guest)",
+    )
     args = parser.parse_args(argv)
     now = time.time()
     fmt = "--format=csv,noheader,nounits"
@@ -171,7 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_atomically(args.out, failed(now))
         print(f"gpu_metrics: nvidia-smi failed: {exc}", file=sys.stderr)
         return 1
-    write_atomically(args.out, render(gpus, apps, active_llmhost_units(args.env_dir), now))
+    if args.attribute == "processes":
+        text = render(gpus, apps, held_by_processes(apps, in_llmhost_unit), now)
+    else:
+        units = active_llmhost_units()
+        text = render(gpus, apps, held_by_units(gpus, units), now, units_active=units)
+    write_atomically(args.out, text)
     return 0
 
 

@@ -168,7 +168,8 @@ def guest_running(kind: GuestKind, vmid: int):
 @fails_its_host
 def lxc_gpu_block(vmid: int, block: str):
     """
-    The managed passthrough block in /etc/pve/lxc/<vmid>.conf; `pct reboot` only on change.
+    The managed passthrough block in /etc/pve/lxc/<vmid>.conf; on a change, `pct reboot` of a
+    running guest (a stopped one reads it when it starts).
 
     + vmid: the LXC guest
     + block: the rendered block (lxc_passthrough.passthrough_block)
@@ -183,7 +184,8 @@ def lxc_gpu_block(vmid: int, block: str):
         return
     # /etc/pve is pmxcfs: no chmod/chown there, so the file is written without mode or owner.
     yield from files.put._inner(src=StringIO(new), dest=path)
-    yield f"pct reboot {vmid}"
+    if host.get_fact(GuestStatus, kind="lxc", vmid=vmid) == "running":
+        yield f"pct reboot {vmid}"
 
 
 @operation()

@@ -19,8 +19,10 @@ from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, server, systemd
 from pyinfra.operations.util import any_changed
 
+from llmhost.config.guest import GuestConfig
 from llmhost.config.loading import load_exporter, load_guest, load_router
 from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
+from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.config.router import RouterSettings
 from llmhost.groups import (
     is_monitoring_host,
@@ -74,19 +76,31 @@ def site_hosts(inventory: Any) -> list[SiteHost]:
             continue
         role = "serving_guest" if guest else "proxmox_host" if is_proxmox_host(other) else ""
         metrics = load_exporter(other).metrics
+        ports = tuple(port for _, port in load_guest(other).units_and_ports()) if guest else ()
         hosts.append(
             SiteHost(
                 name=other.name,
                 address=scrape_address(other),
                 role=role or ("router" if router else "monitoring"),
                 metrics_port=metrics.port,
-                vllm_port=load_guest(other).port if guest else None,
+                vllm_ports=ports,
                 router_metrics_port=router.prometheus_port if router else None,
                 router_address=router_scrape_address(router, other) if router else None,
                 dcgm_port=metrics.dcgm_exporter_port,
             )
         )
     return hosts
+
+
+def gpu_attribution(proxmox: ProxmoxHostConfig | None, guest: GuestConfig | None) -> str | None:
+    """How a host's GPU timer tells who holds memory, or None where it has no NVIDIA GPUs: by
+    process on an lxc-p2p Proxmox host (its guests' processes are visible, with their cgroups)
+    and in a KVM guest; by unit in an LXC guest (nvidia-smi shows the host's PIDs there)."""
+    if proxmox is not None:
+        return "processes" if proxmox.host_profile == "lxc-p2p" else None
+    if guest is not None and guest.accelerator == "cuda":
+        return "units" if guest.host_profile.startswith("lxc") else "processes"
+    return None
 
 
 def apt_proxy(proxy: str | None) -> None:
@@ -100,8 +114,9 @@ def apt_proxy(proxy: str | None) -> None:
 
 
 @deploy("node exporter")
-def node_exporter(cfg: ExporterConfig, address: str, gpus: bool) -> None:
-    """node exporter listening where Prometheus scrapes it; the GPU timer where gpus."""
+def node_exporter(cfg: ExporterConfig, address: str, gpus: str | None) -> None:
+    """node exporter listening where Prometheus scrapes it; the GPU timer where there are
+    GPUs (gpus: how it attributes their memory, "processes" or "units"; None: no GPUs)."""
     apt_proxy(cfg.package_sources.apt_proxy)
     listen = exporter_listen(cfg.metrics, address)
     defaults = atomic_file(
@@ -109,6 +124,7 @@ def node_exporter(cfg: ExporterConfig, address: str, gpus: bool) -> None:
         content=defaults_file(node_exporter_args(listen)),
         dest=NODE_EXPORTER_DEFAULTS,
     )
+    boot_order([f"{NODE_EXPORTER_PACKAGE}.service"])
     apt.packages(
         name=f"{NODE_EXPORTER_PACKAGE} (Debian)" + (", python3 (GPU metrics)" if gpus else ""),
         packages=[NODE_EXPORTER_PACKAGE] + (["python3"] if gpus else []),
@@ -124,16 +140,44 @@ def node_exporter(cfg: ExporterConfig, address: str, gpus: bool) -> None:
         _if=defaults.did_change,
     )
     if gpus:
-        gpu_metrics_timer(cfg.metrics.gpu_interval_s)
+        gpu_metrics_timer(cfg.metrics.gpu_interval_s, gpus)
+
+
+SERVICE_DROPIN = """\
+# Written by llmhost: it binds to the site's address, which must be up first, and it comes
+# back whatever stopped it.
+[Unit]
+After=network-online.target
+Wants=network-online.target
+StartLimitIntervalSec=0
+
+[Service]
+Restart=always
+RestartSec=5
+"""
+
+
+def boot_order(services: list[str]) -> OperationMeta:
+    """A drop-in per Debian unit: after the network is online, restarted whatever stopped it
+    (a listen address not up yet at boot fails the bind). daemon-reload on a change."""
+    changed = [
+        atomic_file(
+            name=f"{service}: after network-online, always restarted",
+            content=SERVICE_DROPIN,
+            dest=f"/etc/systemd/system/{service}.d/llmhost.conf",
+        )
+        for service in services
+    ]
+    return systemd.daemon_reload(name="systemd daemon-reload (drop-ins)", _if=any_changed(*changed))
 
 
 def running(service: str, what: str) -> None:
     systemd.service(name=f"{what} enabled and running", service=service, running=True, enabled=True)
 
 
-def gpu_metrics_timer(interval_s: int) -> None:
+def gpu_metrics_timer(interval_s: int, attribute: str) -> None:
     script = package_files("llmhost.guest").joinpath("gpu_metrics.py").read_text()
-    service, timer = gpu_metrics_units(GPU_SCRIPT, interval_s)
+    service, timer = gpu_metrics_units(GPU_SCRIPT, interval_s, attribute)
     changed = [
         atomic_file(name="GPU metrics script", content=script, dest=GPU_SCRIPT),
         atomic_file(
@@ -162,6 +206,7 @@ def gpu_metrics_timer(interval_s: int) -> None:
 @deploy("Prometheus and Alertmanager")
 def prometheus(cfg: MonitoringConfig, site: list[SiteHost]) -> None:
     config, prom_args, alertmanager = monitoring_files(cfg, site)
+    boot_order(["prometheus.service", "prometheus-alertmanager.service"])
     apt_proxy(cfg.package_sources.apt_proxy)
     apt.packages(
         name="prometheus, prometheus-alertmanager (Debian)",
@@ -170,9 +215,15 @@ def prometheus(cfg: MonitoringConfig, site: list[SiteHost]) -> None:
         cache_time=24 * 3600,
         no_recommends=True,
     )
+    # A config that fails the check is taken out again: the next run writes and checks it
+    # anew (and fails again) instead of finding it "in place"; the running Prometheus keeps
+    # the config it loaded last.
     server.shell(
         name="promtool check config (and its rules)",
-        commands=[f"promtool check config {PROMETHEUS_CONFIG}"],
+        commands=[
+            f"promtool check config {PROMETHEUS_CONFIG} || "
+            f"{{ rm -f {PROMETHEUS_CONFIG} {RULES_FILE}; exit 1; }}"
+        ],
         _if=any_changed(*config),
     )
     running("prometheus.service", "Prometheus")

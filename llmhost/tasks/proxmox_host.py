@@ -134,7 +134,8 @@ def nvidia_at_boot(cfg: ProxmoxHostConfig) -> None:
 
 def guests_back(cfg: ProxmoxHostConfig) -> None:
     """Each managed guest starts at boot, in order, and one found stopped is started now:
-    before its passthrough block, whose change reboots a running guest (`pct reboot`)."""
+    after its passthrough (a stopped guest takes its new block or hostpci entries when it
+    starts; hostpci cannot be hot-plugged into a running VM)."""
     guests = cfg.guests_to_start()
     for kind, vmid, order in guests:
         guest_start_at_boot(
@@ -196,6 +197,6 @@ def proxmox_host(cfg: ProxmoxHostConfig) -> None:
     boot_modules(p)
     if p.uses_nvidia_driver:
         nvidia_at_boot(cfg)
-    guests_back(cfg)
     guest_passthrough(cfg, block, p)
+    guests_back(cfg)
     running_kernel(cfg, p)

@@ -15,6 +15,7 @@ from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
 from llmhost.config.router import RouterConfig
 from llmhost.groups import is_serving_guest, scrape_address
 from llmhost.locks import load_router_lock
+from llmhost.monitoring import host_port
 from llmhost.operations.files import atomic_file, service_account
 from llmhost.router import (
     UNIT_FILE,
@@ -50,7 +51,7 @@ def router_workers(cfg: RouterConfig, inventory: Any, taken: dict[int, str]) -> 
     for other in inventory:
         if is_serving_guest(other):
             guest = load_guest(other)
-            url = f"http://{scrape_address(other)}:{guest.port}"
+            url = f"http://{host_port(scrape_address(other), guest.port)}"
             guests.append(Worker(other.name, url, guest.served_model))
     try:
         check_ports(cfg.router, taken)

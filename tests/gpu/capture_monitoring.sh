@@ -12,6 +12,10 @@ capture() {  # $1: state name
   nvidia-smi --query-gpu="$GPU_Q" --format=csv,noheader,nounits > "$OUT/query-gpu-$1.csv"
   nvidia-smi --query-compute-apps="$APPS_Q" --format=csv,noheader,nounits > "$OUT/query-apps-$1.csv"
   python3 llmhost/guest/gpu_metrics.py --out "$OUT/llmhost_gpu-$1.prom"; echo "exit=$?" >> "$OUT/runs.txt"
+  python3 llmhost/guest/gpu_metrics.py --attribute units --out "$OUT/llmhost_gpu-units-$1.prom"
+  echo "exit=$?" >> "$OUT/runs.txt"
+  for p in $(awk -F', ' 'NF>=2 {print $2}' "$OUT/query-apps-$1.csv"); do
+    echo "$p $(cat /proc/$p/cgroup 2>/dev/null | tr '\n' ' ')" >> "$OUT/cgroups-$1.txt"; done
 }
 capture idle
 python3 tests/gpu/orphan_worker.py --gib 8 --vllm-name > "$OUT/worker.log" 2>&1 &
@@ -23,4 +27,5 @@ capture held
 kill -KILL "$child" 2>/dev/null; wait 2>/dev/null; sleep 2
 capture after
 nvidia-smi --version > "$OUT/nvidia-smi-version.txt" 2>&1 || true
-cat "$OUT"/runs.txt; head -50 "$OUT"/llmhost_gpu-held.prom
+cat "$OUT"/runs.txt; grep -h held_without "$OUT"/llmhost_gpu-*.prom; cat "$OUT"/cgroups-*.txt
+rm -f "$OUT"/worker.log; mkdir -p /tmp/cap && mv "$OUT"/* /tmp/cap/ && tar czf "$OUT/monitoring-captures.tgz" -C /tmp/cap .

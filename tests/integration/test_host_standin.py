@@ -73,9 +73,9 @@ def test_proxmox_commands_are_recorded_not_executed(first_converge: FirstConverg
     assert first_converge.recorded == [
         "proxmox-boot-tool refresh",
         "update-initramfs -u -k all",
+        "pct reboot 201",
         "pct set 201 --onboot 1 --startup order=1",
         "qm set 301 --onboot 1 --startup order=2",
-        "pct reboot 201",
     ]
 
 

@@ -28,8 +28,8 @@ from tests.helpers import lab_host
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200-monitoring"
 SITE = [
     SiteHost("pve1", "10.0.0.2", "proxmox_host", 9100),
-    SiteHost("llm-lxc", "10.0.0.11", "serving_guest", 9100, vllm_port=8000),
-    SiteHost("llm-vm", "llm-vm.lab.example", "serving_guest", 9101, vllm_port=8001),
+    SiteHost("llm-lxc", "10.0.0.11", "serving_guest", 9100, vllm_ports=(8000,)),
+    SiteHost("llm-vm", "llm-vm.lab.example", "serving_guest", 9101, vllm_ports=(8001,)),
 ]
 
 
@@ -39,29 +39,60 @@ def samples(text: str) -> dict[str, float]:
     }
 
 
-def gpu_textfile(state: str, units_active: int = 0) -> dict[str, float]:
+MIB = 1024 * 1024
+
+
+def gpu_textfile(state: str, in_server: bool = False) -> dict[str, float]:
+    """The textfile from the H200's answers, its processes attributed by cgroup (a host)."""
     gpus = (CAPTURES / f"query-gpu-{state}.csv").read_text()
     apps = (CAPTURES / f"query-apps-{state}.csv").read_text()
-    return samples(gpu_metrics.render(gpus, apps, units_active, 1796182380.0))
+    held = gpu_metrics.held_by_processes(apps, lambda pid: in_server)
+    return samples(gpu_metrics.render(gpus, apps, held, 1796182380.0))
 
 
-def test_an_orphan_holding_memory_with_no_server_is_the_zombie_signal() -> None:
+def test_an_orphan_holding_memory_outside_llmhosts_units_is_the_zombie_signal() -> None:
     held = gpu_textfile("held")
-    assert held["llmhost_gpu_memory_held_without_server_bytes"] == 8811 * 1024 * 1024
+    assert held["llmhost_gpu_memory_held_without_server_bytes"] == 8802 * MIB  # its own MiB
     assert held["llmhost_gpu_compute_processes"] == 1
-    assert held["llmhost_gpu_memory_total_bytes"] == 143771 * 1024 * 1024
+    assert held["llmhost_gpu_memory_total_bytes"] == 143771 * MIB
     assert held["llmhost_gpu_metrics_up"] == 1
 
 
 def test_an_idle_gpu_or_one_a_server_holds_is_not() -> None:
     assert gpu_textfile("idle")["llmhost_gpu_memory_held_without_server_bytes"] == 0
-    assert gpu_textfile("held", units_active=1)["llmhost_gpu_memory_held_without_server_bytes"] == 0
+    assert gpu_textfile("held", in_server=True)["llmhost_gpu_memory_held_without_server_bytes"] == 0
 
 
-def test_the_script_writes_the_file_the_h200_run_wrote(tmp_path: Path) -> None:
-    # The device run's own output of the same script parses to the same metric names.
+def test_in_an_lxc_guest_memory_in_use_with_no_unit_active_is_held() -> None:
+    gpus = (CAPTURES / "query-gpu-held.csv").read_text()
+    assert gpu_metrics.held_by_units(gpus, units_active=0) == 8811 * MIB
+    assert gpu_metrics.held_by_units(gpus, units_active=1) == 0
+
+
+def test_a_process_in_an_llmhost_unit_is_a_server_wherever_its_cgroup_says(tmp_path) -> None:
+    for pid, cgroup in [
+        ("10", "0::/system.slice/llmhost-kimi-k2.5-int4.service\n"),
+        ("11", "0::/lxc.payload.201/system.slice/llmhost-kimi-k2.5-int4-nodraft.service\n"),
+        ("12", "0::/user.slice/user-0.slice/session-3.scope\n"),
+    ]:
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cgroup").write_text(cgroup)
+    assert gpu_metrics.in_llmhost_unit("10", proc=str(tmp_path))
+    assert gpu_metrics.in_llmhost_unit("11", proc=str(tmp_path))
+    assert not gpu_metrics.in_llmhost_unit("12", proc=str(tmp_path))
+    assert not gpu_metrics.in_llmhost_unit("13", proc=str(tmp_path))  # gone: not a server
+
+
+def test_the_script_computes_what_it_wrote_on_the_h200() -> None:
+    # The same script on the H200 (tests/gpu/capture_monitoring.sh) wrote these files from
+    # these answers: by process (the orphan's cgroup is no llmhost unit) and by unit.
     on_device = samples((CAPTURES / "llmhost_gpu-held.prom").read_text())
-    assert set(on_device) == set(gpu_textfile("held"))
+    ours = gpu_textfile("held")
+    assert set(on_device) == set(ours)
+    key = "llmhost_gpu_memory_held_without_server_bytes"
+    assert on_device[key] == ours[key] == 8802 * MIB
+    by_unit = samples((CAPTURES / "llmhost_gpu-units-held.prom").read_text())
+    assert by_unit[key] == 8811 * MIB and by_unit["llmhost_serving_units_active"] == 0
 
 
 def test_nvidia_smi_failing_is_written_as_down(tmp_path: Path) -> None:
@@ -80,6 +111,12 @@ def test_targets_come_from_the_inventory_each_host_once() -> None:
         "10.0.0.11:9100",
         "llm-vm.lab.example:9101",
     ]
+
+
+def test_an_ipv6_address_is_bracketed() -> None:
+    assert exporter_listen(MetricsSettings(), "fd00::11") == "[fd00::11]:9100"
+    v6 = scrape_targets([SiteHost("g6", "fd00::12", "serving_guest", 9100, vllm_ports=(8000,))])
+    assert [t.address for t in v6.vllm] == ["[fd00::12]:8000"]
 
 
 def test_node_exporter_listens_on_the_scrape_address_when_it_is_an_ip() -> None:
@@ -102,7 +139,7 @@ def test_prometheus_listens_where_the_site_says_with_a_bounded_retention() -> No
     config = render_prometheus_config(s, "pve1", scrape_targets(SITE))
     assert '- targets: ["10.0.0.11:8000"]' in config and 'replica: "llm-lxc"' in config
     assert "job_name: vllm-router" not in config  # no router in this site
-    router = SiteHost("rt", "10.0.0.3", "router", 9100, None, 29000, "10.0.0.3")
+    router = SiteHost("rt", "10.0.0.3", "router", 9100, (), 29000, "10.0.0.3")
     gpu_host = SiteHost("pve2", "10.0.0.4", "proxmox_host", 9100, dcgm_port=9400)
     with_dcgm = render_prometheus_config(s, "pve1", scrape_targets([*SITE, gpu_host]))
     assert "job_name: dcgm" in with_dcgm and '"10.0.0.4:9400"' in with_dcgm
