@@ -47,16 +47,13 @@ class Target:
 
 def inventory_hosts(inventory: str) -> tuple[list[str], list[Target]]:
     """(Proxmox host names, every other ssh target) of a pyinfra inventory file."""
-    from pyinfra.api import State
-    from pyinfra.context import ctx_state
-    from pyinfra_cli.inventory import make_inventory
+    from llmhost.groups import scrape_address
+    from llmhost.inventory import load_inventory
 
-    state = State()
-    with ctx_state.use(state):
-        inv = make_inventory(inventory, cwd=str(Path.cwd()))  # group_data/ beside it, as pyinfra
+    inv = load_inventory(inventory)
     proxmox = [h.name for h in inv if PROXMOX_GROUP in h.groups]
     others = [
-        Target(h.name, str(h.data.get("ssh_hostname") or h.name), int(h.data.get("ssh_port") or 22))
+        Target(h.name, scrape_address(h), int(h.data.get("ssh_port") or 22))
         for h in inv
         if PROXMOX_GROUP not in h.groups and not h.name.startswith("@")
     ]

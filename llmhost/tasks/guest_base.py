@@ -20,16 +20,21 @@ GUEST_PACKAGES = [
 CPU_PACKAGES = ["libnuma1", "libtcmalloc-minimal4", "g++", "python3-dev"]
 
 
-@deploy("llmhost guest base")
-def guest_base(cfg: GuestConfig) -> None:
-    proxy = cfg.package_sources.apt_proxy
+def apt_proxy(proxy: str | None) -> bool:
+    """apt through the site's proxy (one file, the same wherever llmhost installs packages:
+    a guest, a router or monitoring host); False when the site names none."""
     if proxy:
         atomic_file(
             name=f"apt goes through {proxy}",
             content=f'Acquire::http::Proxy "{proxy}";\n',
             dest=APT_PROXY_FILE,
         )
-    else:
+    return bool(proxy)
+
+
+@deploy("llmhost guest base")
+def guest_base(cfg: GuestConfig) -> None:
+    if not apt_proxy(cfg.package_sources.apt_proxy):
         files.file(name="no apt proxy configured", path=APT_PROXY_FILE, present=False)
     apt.packages(
         name="system packages (python3, venv, fuser)",

@@ -54,7 +54,7 @@ from llmhost.monitoring import (
     scrape_targets,
 )
 from llmhost.operations.files import atomic_file
-from llmhost.tasks.guest_base import APT_PROXY_FILE
+from llmhost.tasks.guest_base import apt_proxy
 
 GPU_SCRIPT = "/usr/local/lib/llmhost/gpu_metrics.py"
 
@@ -101,16 +101,6 @@ def gpu_attribution(proxmox: ProxmoxHostConfig | None, guest: GuestConfig | None
     if guest is not None and guest.accelerator == "cuda":
         return "units" if guest.host_profile.startswith("lxc") else "processes"
     return None
-
-
-def apt_proxy(proxy: str | None) -> None:
-    """The same file guest_base writes: where both run, the second finds it in place."""
-    if proxy:
-        atomic_file(
-            name=f"apt goes through {proxy}",
-            content=f'Acquire::http::Proxy "{proxy}";\n',
-            dest=APT_PROXY_FILE,
-        )
 
 
 @deploy("node exporter")

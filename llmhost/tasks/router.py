@@ -26,7 +26,7 @@ from llmhost.router import (
     choose_workers,
     render_unit,
 )
-from llmhost.tasks.monitoring import apt_proxy
+from llmhost.tasks.guest_base import apt_proxy
 from llmhost.tasks.uv_vllm import locked_venv
 
 
