@@ -70,7 +70,7 @@ demo: site
 test: sandbox-up standin-up
 	$(PY) tests/run_phases.py $(addprefix --only ,$(PHASES))
 
-# Language-level correctness on a real model from PyPI (SmolLM2-135M; ~7 minutes; in make test).
+# Language-level correctness on a real model from PyPI (SmolLM2-135M; ~3 minutes; in make test).
 test-language: sandbox-up
 	$(PYTEST) -v tests/language
 

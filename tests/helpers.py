@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import IO
 
 from llmhost.config.guest import GuestConfig
 from llmhost.config.loading import load_guest, load_proxmox_host
@@ -55,6 +57,10 @@ PY = sys.executable
 
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")
 SITE = ("inventory/sandbox.py", "deploys/site.py")
+# Readiness and correctness only, for a run whose subject is not the load proofs: a restore
+# between modules, a drill's way back. The gate and the draft A/B have their own modules; a
+# gate here would add a minute and a noisy reading to a test about something else.
+BASIC = ("--data", "verify=basic")
 
 
 @dataclass
@@ -68,18 +74,45 @@ class Run:
 
 
 def logged_run(argv: list[str], timeout: int, label: str, merged: bool = False) -> Run:
-    """Run a command like a user does; keep the whole log under .sandbox/logs/. merged: one
+    """Run a command like a user does; keep the whole log under .sandbox/logs/, each line
+    prefixed with the seconds since the start (where a module's time goes). merged: one
     stream, in the order written (stdout, then stderr, otherwise)."""
     logs = STATE_DIR / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     stderr = subprocess.STDOUT if merged else subprocess.PIPE
-    proc = subprocess.run(
-        argv, cwd=REPO, text=True, timeout=timeout, stdout=subprocess.PIPE, stderr=stderr
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # lines timed as written, not as flushed
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=stderr, bufsize=1
     )
-    out = proc.stdout + (proc.stderr or "")
-    (logs / f"{label}-{int(time.time())}.log").write_text(out)
-    return Run(proc.returncode, out, time.monotonic() - start)
+    timed: list[str] = []
+    streams: list[list[str]] = [[], []]
+
+    def read(pipe: IO[str], into: list[str]) -> None:
+        for line in pipe:
+            into.append(line)
+            timed.append(f"[{time.monotonic() - start:7.1f}s] {line}")
+
+    readers = [
+        threading.Thread(target=read, args=(pipe, into), daemon=True)
+        for pipe, into in zip((proc.stdout, proc.stderr), streams, strict=True)
+        if pipe is not None
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=10)
+        took = time.monotonic() - start
+        header = f"# {' '.join(argv)}\n# took {took:.1f}s, exit {proc.returncode}\n"
+        (logs / f"{label}-{int(time.time())}.log").write_text(header + "".join(timed))
+    return Run(proc.returncode, "".join(streams[0]) + "".join(streams[1]), took)
 
 
 def pyinfra(*args: str, timeout: int = 1500) -> Run:
@@ -183,13 +216,13 @@ def default_not_served(sandbox: SandboxState) -> str | None:
 
 
 def serve_default(sandbox: SandboxState) -> None:
-    """Make the guest serve its default model: deploys/serve.py with inventory/sandbox.py,
-    unless it already does (then nothing runs)."""
+    """Make the guest serve its default model: deploys/serve.py with inventory/sandbox.py
+    and verify=basic, unless it already does (then nothing runs)."""
     reason = default_not_served(sandbox)
     if reason is None:
         return
     print(f"[tests] serving the sandbox's default model: {reason}", flush=True)
-    run = pyinfra(*SERVE)
+    run = pyinfra(*SERVE, *BASIC)
     assert run.rc == 0, f"the default serve deploy failed ({reason}):\n{run.tail()}"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from llmhost.config.guest import GuestConfig
 from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState, api_key
-from tests.helpers import REPO, SITE, guest_sh, pyinfra
+from tests.helpers import BASIC, REPO, SITE, guest_sh, pyinfra
 
 REPORT = ("inventory/sandbox.py", "deploys/report.py")
 ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"
@@ -92,7 +92,7 @@ def test_hand_made_drift_is_marked_then_site_py_repairs_it_and_the_next_report_i
     assert any("sysctl vm.swappiness (persisted) (wanted 0, actual 60)" in d for d in host_drift)
     assert any("env VLLM_NO_USAGE_STATS (wanted 1, actual 0)" in d for d in guest_drift)
     assert "**DRIFT**" in (folder / f"{sandbox.ip}.md").read_text()
-    repair = pyinfra(*SITE)
+    repair = pyinfra(*SITE, *BASIC)  # the env file changed: the unit restarts, proven
     assert repair.rc == 0, repair.tail()
     _, clean, _ = report()
     assert all(h["drift"] == 0 for h in clean["hosts"]), clean

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import SERVE, guest_sh, llmhost_units, pyinfra
+from tests.helpers import BASIC, SERVE, guest_sh, llmhost_units, pyinfra
 
 pytestmark = pytest.mark.usefixtures("default_model_back")
 
@@ -60,7 +60,7 @@ def test_a_random_eagle3_head_fails_the_draft_gate(sandbox: SandboxState) -> Non
 def test_serving_tiny_llama_again_keeps_the_previous_model_and_retires_the_rest(
     sandbox: SandboxState,
 ) -> None:
-    run = pyinfra(*SERVE)
+    run = pyinfra(*SERVE, *BASIC)
     assert run.rc == 0, run.tail()
     assert "READY tiny-llama at http://" in run.output
     # keep_previous = 1: the model served before (tiny-llama-spec) stays, disabled; the

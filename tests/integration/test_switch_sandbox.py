@@ -17,6 +17,7 @@ from llmhost.config.guest import GuestConfig
 from llmhost.readiness import probe_once
 from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import (
+    BASIC,
     PYINFRA,
     SERVE,
     Stream,
@@ -103,7 +104,7 @@ def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: Sandbo
     assert again.rc == 0, again.tail()
     assert not changed_ops(again.output, errors_too=True), again.tail()
 
-    back = pyinfra(*SERVE)
+    back = pyinfra(*SERVE, *BASIC)  # the way back: its proofs are readiness, correctness
     assert back.rc == 0, back.tail()
     assert f"SWITCH {B} -> {A}: done" in back.output
     assert record(sandbox) == {"current": A, "previous": [B]}

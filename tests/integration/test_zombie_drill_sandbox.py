@@ -18,7 +18,7 @@ from llmhost.config.guest import GuestConfig
 from llmhost.readiness import probe_once
 from llmhost.render import unit_paths, vllm_command
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import SERVE, api_headers, pyinfra, serve_default
+from tests.helpers import BASIC, SERVE, api_headers, pyinfra, serve_default
 from tests.helpers import guest_sh as sh
 
 CLEANUP = ("inventory/sandbox.py", "deploys/cleanup.py")
@@ -78,6 +78,6 @@ def test_sigkilled_server_leaves_orphans_that_cleanup_kills(
     assert sh(sandbox, "pgrep -u vllm -c . || true") in ("", "0")
     assert f":{cfg.port} " not in sh(sandbox, "ss -ltn")
 
-    run = pyinfra(*SERVE)
+    run = pyinfra(*SERVE, *BASIC)  # the unit comes back, proven; the gate has its module
     assert run.rc == 0, run.tail()
     assert probe_once(base, served_name, headers=api_headers()).ready
