@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import gevent
-from pyinfra.api.exceptions import OperationError
 
 EXIT_CODE = 130  # the shell's code for a process ended by SIGINT
 CLEANUP_S = 1.5
@@ -35,12 +34,16 @@ class Interrupted(Exception):  # noqa: N818 - reads as what happened
 
 def install() -> None:
     """Take SIGINT over from pyinfra (idempotent; call it from a deploy file)."""
+    from pyinfra.api.exceptions import OperationError  # here: llmhost.proofs runs without pyinfra
+
+    from llmhost.proofs.base import ProofFailed
+
     if signal.getsignal(signal.SIGINT) is not _on_sigint:
         signal.signal(signal.SIGINT, _on_sigint)
         hub = gevent.get_hub()  # the one line above says it all: no greenlet traceback
         # A failed proof's message is the whole story (pyinfra prints it at the end); a
         # traceback from the greenlet that ran it only buries it.
-        hub.NOT_ERROR = (*hub.NOT_ERROR, Interrupted, OperationError)
+        hub.NOT_ERROR = (*hub.NOT_ERROR, Interrupted, OperationError, ProofFailed)
 
 
 def describe_state_with(line: Callable[[], str | None]) -> None:

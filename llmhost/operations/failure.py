@@ -22,6 +22,7 @@ from pyinfra.api import FunctionCommand, OperationError
 from pyinfra.context import state as ctx_state
 
 from llmhost.interrupt import Interrupted
+from llmhost.proofs.base import ProofFailed
 
 
 def fail_this_host(state: Any, host: Any, names: str, message: str) -> bool:
@@ -43,7 +44,7 @@ def fails_its_host(body: Callable[..., Generator[Any, Any, Any]]) -> Callable[..
         except Exception as exc:
             if not ctx_state.is_executing:
                 raise
-            message = str(exc) if isinstance(exc, OperationError) else repr(exc)
+            message = str(exc) if isinstance(exc, OperationError | ProofFailed) else repr(exc)
             yield FunctionCommand(fail_this_host, (operation_names(), message), {})
 
     return wrapped

@@ -2,7 +2,7 @@
 
 A proof that fails ends the host's run in pyinfra, so no later operation could undo a
 switch: the rollback has to run inside the failing proof. Proofs take a `guard` (a
-SwitchGuard from operations/switch.py, or None outside a switch) and run their body under
+SwitchGuard from switch/guard.py, or None outside a switch) and run their body under
 `rolls_back(guard)`; a guard that is not armed (the old model still serves) lets the
 failure through untouched.
 """
@@ -25,5 +25,5 @@ def rolls_back(guard: Any) -> Iterator[None]:
         raise  # Ctrl-C: no rollback (a second load); the guard says where the switch stands
     except Exception as exc:
         if guard is not None and guard.armed():
-            guard.roll_back(exc)  # raises OperationError naming the failure and the outcome
+            guard.roll_back(exc)  # raises SwitchFailed naming the failure and the outcome
         raise

@@ -35,7 +35,7 @@ from llmhost.report import sections as sec
 from llmhost.report.markdown import host_md, site_md
 from llmhost.report.running import prometheus_query, running
 from llmhost.secrets import resolve_secrets
-from llmhost.switching import ServingRecord, record_path
+from llmhost.switch.plan import ServingRecord, record_path
 
 STAMP = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")  # one per pyinfra run (module import)
 _done: list[dict[str, Any]] = []

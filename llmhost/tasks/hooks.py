@@ -19,7 +19,7 @@ from llmhost.bench.cadence import parse_last_pass
 from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText
-from llmhost.operations.log import say
+from llmhost.operations.log import guest_run, say
 from llmhost.operations.serving import ready
 from llmhost.operations.switch import SwitchGuard
 from llmhost.operations.verify import (
@@ -94,6 +94,8 @@ def hooks(
                 traffic_check=check
                 if check is not None and check.correctness.under_traffic_rounds
                 else None,
+                shell=guest_run,
+                log=say,
             )
             prove_throughput(cfg, run, restarts.get(model), guard)
 
@@ -114,6 +116,7 @@ def correctness_check(
         refcheck=refcheck_path(cfg),
         reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
         api_key=api_key,
+        shell=guest_run,
     )
 
 

@@ -13,7 +13,7 @@ from llmhost.facts.files import ChildDirectories
 from llmhost.guest import script
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import StageTools, staged
-from llmhost.switching import weights_to_prune
+from llmhost.switch.plan import weights_to_prune
 
 BUILDER = script("tinymodels.py")
 IMPORTER = script("gguf_import.py")

@@ -14,7 +14,7 @@ from llmhost.facts.files import FileText
 from llmhost.facts.ports import PortHolders
 from llmhost.operations.switch import switch_commit
 from llmhost.secrets import ResolvedSecrets
-from llmhost.switching import record_path
+from llmhost.switch.plan import record_path
 from llmhost.tasks.gpu_userspace import gpu_userspace, preflight
 from llmhost.tasks.guest_base import guest_base
 from llmhost.tasks.hooks import hooks

@@ -1,6 +1,6 @@
 """What this run does about the served model, decided before any operation.
 
-Reads the guest's serving record and units, plans the switch (llmhost/switching.py), and
+Reads the guest's serving record and units, plans the switch (llmhost/switch/plan.py), and
 builds the guard the proofs roll back through. The disk check runs here too: weights that
 cannot fit stop the run before the first download, while the old model keeps serving.
 """
@@ -13,11 +13,12 @@ from pyinfra.api.exceptions import PyinfraError
 from llmhost import interrupt
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
+from llmhost.operations.log import guest_run, say
 from llmhost.operations.models import MARKER, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
 from llmhost.render import gpu_free_command, unit_name
 from llmhost.secrets import ResolvedSecrets
-from llmhost.switching import ServingRecord, failed_before, plan_switch, record_path
+from llmhost.switch.plan import ServingRecord, failed_before, plan_switch, record_path
 from llmhost.tasks.hooks import correctness_check, probe_address
 from llmhost.tasks.model_stage import models_to_stage
 
@@ -101,6 +102,8 @@ def switch_guard(
         source=rollback_target(cfg, source, secrets) if source else None,
         gpu_free=" ".join(gpu_free_command(cfg)),
         results_dir=cfg.verify.results_dir,
+        shell=guest_run,
+        log=say,
     )
     interrupt.describe_state_with(guard.on_interrupt)
     for note in plan.notes:

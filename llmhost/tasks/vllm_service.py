@@ -20,7 +20,7 @@ from llmhost.operations.switch import SwitchGuard, switch_start, switch_stop
 from llmhost.operations.venv import SPEC_FILE
 from llmhost.render import ab_unit_name, render_env, render_unit, unit_name, unit_paths
 from llmhost.secrets import ResolvedSecrets
-from llmhost.switching import conflicts_with
+from llmhost.switch.plan import conflicts_with
 from llmhost.tasks.model_stage import models_to_stage
 
 DROPIN_NAME = "llmhost-one-model.conf"

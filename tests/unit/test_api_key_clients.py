@@ -16,7 +16,7 @@ from llmhost.bench.result import RunConfig
 from llmhost.bench.sweep import sweep
 from llmhost.catalog import BenchProfile
 from llmhost.correctness import greedy
-from llmhost.operations import verify
+from llmhost.proofs import sweep as verify
 from llmhost.readiness import API_KEY_ENV, api_key_from_env, auth_headers, probe_once, wait_ready
 from llmhost.testbed import sandbox
 from tests.helpers import FakeVLLM
@@ -133,7 +133,6 @@ def test_the_gate_child_gets_the_key_in_its_environment_never_in_argv(
     assert not any(KEY in arg for arg in argv), argv
     assert env[API_KEY_ENV] == KEY
     assert set(server.auth("/v1/completions")) == {BEARER}
-    monkeypatch.setattr(verify, "host", type("H", (), {"name": "h"})())
     path = run.save("gate", results, {"gate": "off"})
     files = [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
     assert path in files and len(files) >= 3  # the run, history.jsonl, the plots

@@ -7,11 +7,11 @@ tokens beside one-token requests) is in tests/integration/test_switch_sandbox.py
 from __future__ import annotations
 
 import pytest
-from pyinfra.api import OperationError
 
 from llmhost.catalog import CorrectnessProfile, GoldenAnswer, load_catalog, parse_catalog
 from llmhost.correctness import Completion, SideTraffic, greedy, judge
-from llmhost.operations.verify import CorrectnessCheck
+from llmhost.proofs.base import ProofFailed
+from llmhost.proofs.correct import CorrectnessCheck
 from tests.helpers import FakeVLLM
 
 PARENT_AND_CHILD = """
@@ -117,7 +117,7 @@ def test_under_traffic_asks_every_round_and_names_the_side_requests():
 
 
 def test_under_traffic_fails_on_a_wrong_answer():
-    with FakeVLLM(text=" Lyon") as fake, pytest.raises(OperationError) as failed:
+    with FakeVLLM(text=" Lyon") as fake, pytest.raises(ProofFailed) as failed:
         check_against(fake, "Paris").run_under_traffic()
     message = str(failed.value)
     assert message.startswith("correctness under traffic (")
@@ -134,5 +134,5 @@ def test_under_traffic_fails_when_no_side_request_was_answered():
 
         probe = check_against(fake, "Paris")
         fields = {name: getattr(probe, name) for name in probe.__dataclass_fields__}
-        with pytest.raises(OperationError, match="none of [0-9]+ side requests"):
+        with pytest.raises(ProofFailed, match="none of [0-9]+ side requests"):
             Elsewhere(**fields).run_under_traffic()

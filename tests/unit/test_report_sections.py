@@ -146,7 +146,7 @@ def test_the_markdown_marks_drift_and_is_json_ready(tmp_path: Path) -> None:
 
 
 def test_the_served_model_section_shows_the_rollback_target_and_a_wrong_record() -> None:
-    from llmhost.switching import ServingRecord
+    from llmhost.switch.plan import ServingRecord
 
     record = ServingRecord.parse(
         '{"current": "a", "previous": ["z"], "failed": {"model": "m", "why": "x", "at": 1}}'

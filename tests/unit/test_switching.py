@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from llmhost.operations.switch import record_command, summary_lines
-from llmhost.switching import (
+from llmhost.switch.guard import record_command, summary_lines
+from llmhost.switch.plan import (
     Pending,
     ServingRecord,
     SwitchPlan,

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from pyinfra.api import OperationError
 
-from llmhost.operations import verify
+from llmhost.proofs.base import ProofFailed
+from llmhost.proofs.draft_ab import UnitSwap
 
 
 @pytest.fixture
-def guest(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    commands: list[str] = []
-    monkeypatch.setattr(verify, "say", lambda message: None)
-    monkeypatch.setattr(verify, "guest_run", lambda c: (commands.append(c), (True, "", ""))[1])
-    return commands
+def guest() -> list[str]:
+    """The commands the swap runs on the guest, in order."""
+    return []
+
+
+def shell(commands: list[str]):  # noqa: ANN201 - a proofs.base.Shell
+    return lambda c: (commands.append(c), (True, "", ""))[1]
 
 
 def test_the_main_unit_is_started_again_after_the_measurement(guest: list[str]) -> None:
     waited: list[str] = []
-    with verify.UnitSwap("main.service", "ab.service", waited.append):
+    with UnitSwap("main.service", "ab.service", waited.append, shell(guest)):
         pass
     # In its own session on the guest: it completes even when a Ctrl-C ends the run.
     assert guest[-1] == (
@@ -32,11 +34,11 @@ def test_a_reference_unit_that_never_gets_ready_still_gives_the_main_unit_back(
 ) -> None:
     def wait(unit: str) -> None:
         if unit == "ab.service":
-            raise OperationError("A/B: ab.service not ready")
+            raise ProofFailed("A/B: ab.service not ready")
 
     with (
-        pytest.raises(OperationError, match="not ready"),
-        verify.UnitSwap("main.service", "ab.service", wait),
+        pytest.raises(ProofFailed, match="not ready"),
+        UnitSwap("main.service", "ab.service", wait, shell(guest)),
     ):
         pytest.fail("the measurement must not run")
     # In its own session on the guest: it completes even when a Ctrl-C ends the run.

@@ -1,4 +1,7 @@
-"""The benchmark steps hand one sweep on: gate, then the draft A/B against it, then the verdict."""
+"""The benchmark steps hand one sweep on: gate, then the draft A/B against it, then the verdict.
+
+The proofs (llmhost/proofs) run for real on stand-in sweeps; the operations around them
+(operations/verify.py) run as pyinfra would call them while executing."""
 
 from __future__ import annotations
 
@@ -8,12 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 from pydantic import SecretStr
-from pyinfra.api import OperationError
 
 from llmhost.bench.result import RequestOutcome, RunConfig, summarize
 from llmhost.bench.spec_metrics import SpecCounters
 from llmhost.catalog import BenchProfile
 from llmhost.operations import verify
+from llmhost.proofs import draft_ab, gate
+from llmhost.proofs.base import ProofFailed
 
 # confirm off: one sweep per gate here (the confirmation has its own tests below).
 BENCH = BenchProfile(
@@ -39,11 +43,13 @@ class Guest:
         monkeypatch.setattr(verify, "state", SimpleNamespace(is_executing=True))
         monkeypatch.setattr(verify, "host", SimpleNamespace(name="h", noop=self.said.append))
         monkeypatch.setattr(verify, "say", self.said.append)
-        monkeypatch.setattr(verify, "guest_run", lambda c: (True, "", ""))
-        monkeypatch.setattr(verify, "fetch_spec_counters", lambda url: next(self.counters))
-        monkeypatch.setattr(verify, "run_sweep", self.sweep)
+        monkeypatch.setattr(gate, "fetch_spec_counters", lambda url: next(self.counters))
+        monkeypatch.setattr(gate, "run_sweep", self.sweep)
+        monkeypatch.setattr(draft_ab, "run_sweep", self.sweep)
         ready = SimpleNamespace(ready=True)
-        monkeypatch.setattr(verify, "wait_ready", lambda *a, **k: (self.waits.append(k), ready)[1])
+        monkeypatch.setattr(
+            draft_ab, "wait_ready", lambda *a, **k: (self.waits.append(k), ready)[1]
+        )
 
     def sweep(self, run: verify.BenchRun) -> list[object]:
         self.swept += 1
@@ -51,11 +57,22 @@ class Guest:
 
 
 def bench_run(
-    results_dir: str = "results", api_key: SecretStr | None = None, bench: BenchProfile = BENCH
+    guest: Guest,
+    results_dir: str = "results",
+    api_key: SecretStr | None = None,
+    bench: BenchProfile = BENCH,
 ) -> verify.BenchRun:
     labels = {"host": "10.99.0.12", "model_profile": "tiny"}
     return verify.BenchRun(
-        "http://g:8000", "tiny", "tiny", bench, labels, results_dir, api_key=api_key
+        "http://g:8000",
+        "tiny",
+        "tiny",
+        bench,
+        labels,
+        results_dir,
+        api_key=api_key,
+        shell=lambda c: (True, "", ""),
+        log=guest.said.append,
     )
 
 
@@ -76,8 +93,8 @@ def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdi
     guest = Guest(
         monkeypatch, [[level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 200.0)]]
     )
-    with pytest.raises(OperationError) as failed:
-        steps(bench_run(), gate=True, mode="always", restarted=False)
+    with pytest.raises(ProofFailed) as failed:
+        steps(bench_run(guest), gate=True, mode="always", restarted=False)
     assert guest.swept == 2  # one with-draft sweep for the gate and the A/B, one without
     message = str(failed.value)
     assert message.startswith("throughput below baseline for tiny:\n  c=1: 50.0 output tok/s")
@@ -100,7 +117,9 @@ def test_on_change_skips_the_ab_when_the_unit_did_not_restart(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     guest = Guest(monkeypatch, [[level(1, 100.0), level(8, 300.0)]])
-    outcome = steps(bench_run(str(tmp_path / "abs")), gate=False, mode="on-change", restarted=False)
+    outcome = steps(
+        bench_run(guest, str(tmp_path / "abs")), gate=False, mode="on-change", restarted=False
+    )
     assert guest.swept == 1
     assert outcome.verdicts["gate"] == "off"
     assert any("draft A/B for tiny skipped: the unit did not change" in s for s in guest.said)
@@ -118,7 +137,9 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
     guest = Guest(
         monkeypatch, [[level(1, 100.0), level(8, 300.0)], [level(1, 90.0), level(8, 290.0)]]
     )
-    steps(bench_run(str(tmp_path), SecretStr(key)), gate=True, mode="always", restarted=False)
+    steps(
+        bench_run(guest, str(tmp_path), SecretStr(key)), gate=True, mode="always", restarted=False
+    )
     assert [w["headers"] for w in guest.waits] == [{"Authorization": f"Bearer {key}"}] * 2
     saved = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert saved and not [p for p in saved if key.encode() in p.read_bytes()]
@@ -135,7 +156,7 @@ def test_a_gate_below_its_floor_measures_again_and_a_burst_fails_nothing(
     burst, quiet = [level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 310.0)]
     guest = Guest(monkeypatch, [burst, quiet])
     outcome = verify.BenchOutcome()
-    list(verify.throughput_gate._inner(bench_run(bench=CONFIRMED), True, outcome))
+    list(verify.throughput_gate._inner(bench_run(guest, bench=CONFIRMED), True, outcome))
     assert guest.swept == 2 and not outcome.failures
     assert any("measuring once more to confirm" in s for s in guest.said)
     # The better sweep at each level: c=1 from the second, c=8 from the first.
@@ -150,6 +171,6 @@ def test_a_regression_fails_both_sweeps_and_fails_the_gate(
     slow = [[level(1, 50.0), level(8, 400.0)], [level(1, 55.0), level(8, 390.0)]]
     guest = Guest(monkeypatch, slow)
     outcome = verify.BenchOutcome()
-    list(verify.throughput_gate._inner(bench_run(bench=CONFIRMED), True, outcome))
+    list(verify.throughput_gate._inner(bench_run(guest, bench=CONFIRMED), True, outcome))
     assert guest.swept == 2
     assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]

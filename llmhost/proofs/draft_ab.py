@@ -1,0 +1,88 @@
+"""The draft A/B: the same model served without its draft, the same sweep, compared with
+the gate's sweep. A draft that does not pay fails: it costs memory and a second model.
+
+The swap stops the serving unit and starts its no-draft twin; the serving unit always runs
+again afterwards, also after a failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llmhost.bench import gates
+from llmhost.bench.gates import ABLine
+from llmhost.interrupt import interruptible
+from llmhost.proofs.base import Log, ProofFailed, Shell
+from llmhost.proofs.gate import BenchOutcome
+from llmhost.proofs.sweep import BenchRun, run_sweep
+from llmhost.readiness import wait_ready
+
+
+@dataclass
+class UnitSwap:
+    """Serve from another unit for a while; the main unit is running again afterwards."""
+
+    main: str
+    other: str
+    wait: Callable[[str], None]
+    shell: Shell
+    log: Log = print
+
+    def __enter__(self) -> UnitSwap:
+        self.log(f"A/B: stopping {self.main}, starting {self.other} (same model, no draft)")
+        ok, _, err = self.shell(f"systemctl stop {self.main} && systemctl start {self.other}")
+        try:
+            if not ok:
+                raise ProofFailed(f"A/B: could not start {self.other}: {err}")
+            self.wait(self.other)
+        except BaseException:
+            # __exit__ does not run when __enter__ fails: give the main unit back here.
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.log(f"A/B: stopping {self.other}, starting {self.main} again")
+        # In its own session on the guest: the swap back completes even when this run is
+        # interrupted (Ctrl-C) and its ssh session goes away half-way.
+        ok, _, err = self.shell(
+            f"setsid -w sh -c 'systemctl stop {self.other}; systemctl start {self.main}' </dev/null"
+        )
+        if not ok:
+            raise ProofFailed(f"A/B: could not give {self.main} back: {err}")
+        self.wait(self.main)
+
+
+def ready_waiter(run: BenchRun, load_timeout_s: int) -> Callable[[str], None]:
+    """What the A/B's unit swap waits on: the unit it started answers, or the A/B fails."""
+
+    def wait(unit: str) -> None:
+        result = wait_ready(
+            run.base_url, run.served_name, load_timeout_s, log=run.log, headers=run.headers()
+        )
+        if not result.ready:
+            raise ProofFailed(f"A/B: {unit} not ready: {result.stage}: {result.detail}")
+
+    return wait
+
+
+def compare(
+    run: BenchRun, outcome: BenchOutcome, unit: str, ab_unit: str, tolerance: float, timeout_s: int
+) -> None:
+    """Swap to the no-draft unit, sweep, swap back; the verdict (and a failure when the draft
+    does not pay) goes into `outcome`, the no-draft sweep into the results directory."""
+    wait = ready_waiter(run, timeout_s)
+    swap = UnitSwap(unit, ab_unit, wait, run.shell, run.log)
+    with interruptible(f"the draft A/B of {run.model}"), swap:
+        without = run_sweep(run)
+    ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
+    for ab in ab_lines:
+        run.log(f"draft A/B {run.model} {ab.text()}")
+    outcome.verdicts["draft_ab"] = [vars(a) | {"ok": a.ok, "ratio": a.ratio} for a in ab_lines]
+    run.save("without-draft", without, {"reference_for": "draft_ab"})
+    if not all(a.ok for a in ab_lines):
+        outcome.failures.append(
+            f"the draft of {run.model} does not pay:\n  "
+            + "\n  ".join(a.text() for a in ab_lines if not a.ok)
+        )

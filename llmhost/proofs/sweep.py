@@ -1,0 +1,195 @@
+"""The load sweep: every concurrency level of a profile, measured where the gate reads it.
+
+`vllm bench serve` runs on the guest next to the server (bench/guest_bench.py builds its
+command), or, with verify.load_generator = "control", llmhost's own client runs from the
+control machine; both give LevelResults labelled with how they were measured.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from llmhost.bench.baselines import BaselineKey, bench_settings
+from llmhost.bench.guest_bench import (
+    END_TO_END,
+    MEASURED_BY,
+    GuestBench,
+    bench_command,
+    level_from_vllm,
+    parse_runs,
+    parse_warmup,
+    stop_command,
+)
+from llmhost.bench.history import save_run
+from llmhost.bench.result import LevelResult, RunConfig, median_run
+from llmhost.bench.sweep import git_sha, server_version
+from llmhost.catalog import BenchProfile
+from llmhost.interrupt import Interrupted
+from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
+from llmhost.proofs.correct import CorrectnessCheck
+from llmhost.readiness import API_KEY_ENV, auth_headers
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """What identifies a benchmark run: the server, the model, its benchmark, where results go."""
+
+    base_url: str  # http://<guest>:<port>
+    served_name: str  # the model name the server answers to
+    model: str  # the catalog profile
+    bench: BenchProfile  # lengths, concurrencies (baseline keys), tolerance
+    labels: dict[str, str]  # host (required), host profile, model profile for the results
+    results_dir: str  # on the control machine; relative: to the directory pyinfra runs in
+    # The site's vLLM API key: sent by the sweep and the A/B's readiness, saved nowhere.
+    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+    venv: str = ""  # what the host baseline is keyed on, with the driver and the settings
+    driver: str = ""  # the NVIDIA driver pin; "" on a CPU guest
+    rebaseline: bool = False  # verify.rebaseline: this run replaces the host's baseline
+    guest: GuestBench | None = None  # `vllm bench serve` on the guest; None: control machine
+    # The correctness probe asked again under traffic before the sweep (the load proofs'
+    # cadence); None when the profile has no probe, verify.correctness is off or rounds = 0.
+    traffic_check: CorrectnessCheck | None = field(default=None, repr=False, compare=False)
+    shell: Shell = field(default=no_shell, repr=False, compare=False)  # the guest's sweep, the A/B
+    log: Log = field(default=print, repr=False, compare=False)
+
+    @property
+    def host(self) -> str:
+        return self.labels["host"]
+
+    def headers(self) -> dict[str, str]:
+        return auth_headers(self.api_key)
+
+    def baseline_key(self) -> BaselineKey:
+        settings = bench_settings(self.bench.input_len, self.bench.output_len, self.levels)
+        settings += "-guest" if self.guest is not None else "-control"  # load generator
+        return BaselineKey(self.host, self.model, self.venv, self.driver, settings)
+
+    @property
+    def levels(self) -> list[int]:
+        return sorted(self.bench.baselines)
+
+    def save(self, kind: str, results: list[LevelResult], verdicts: dict[str, object]) -> Path:
+        target = Path(self.results_dir).absolute()
+        return save_run(
+            target, self.host, self.model, kind, results, self.bench.baselines, verdicts
+        )
+
+
+def sweep_env(api_key: SecretStr | None) -> dict[str, str]:
+    """The benchmark child's environment: the API key goes there, never into its argv."""
+    env = {k: v for k, v in os.environ.items() if k != API_KEY_ENV}
+    if api_key is not None:
+        env[API_KEY_ENV] = api_key.get_secret_value()
+    return env
+
+
+def run_sweep(run: BenchRun) -> list[LevelResult]:
+    """Every level of the profile: `vllm bench serve` on the guest, or (verify.load_generator
+    = "control") llmhost's client from the control machine, labelled end to end."""
+    results = guest_sweep(run) if run.guest is not None else control_sweep(run)
+    failed = [r for r in results if r.failed]
+    if failed:
+        errors = "; ".join(e for r in failed for e in r.errors)
+        raise ProofFailed(f"benchmark requests failed at {run.base_url}: {errors}")
+    return results
+
+
+def guest_sweep(run: BenchRun) -> list[LevelResult]:
+    """`vllm bench serve` from the served venv on the guest, every level in one process:
+    a warm-up at the top level until two runs agree, then `bench.runs` interleaved rounds;
+    each level's result is its median run (with every run's tok/s and their spread)."""
+    assert run.guest is not None
+    say = run.log
+    version, sha = server_version(run.base_url), git_sha()
+    say(
+        f"benchmark {run.model}: vllm bench serve on the guest at 127.0.0.1, c={run.levels}, "
+        f"warm-up then {run.bench.runs} run(s) a level"
+    )
+    prefix = f"/tmp/llmhost-bench-{run.model}"
+    command = bench_command(run.guest, run.bench, run.served_name, run.levels, prefix)
+    try:
+        ok, stdout, stderr = run.shell(command)
+    except Interrupted:  # Ctrl-C: the benchmark must not go on loading the server
+        run.shell(stop_command(prefix))
+        say(f"benchmark {run.model}: stopped on the guest")
+        raise
+    if not ok:
+        raise ProofFailed(f"vllm bench serve on the guest failed:\n{stderr.strip()[-3000:]}")
+    warmup = parse_warmup(stdout)
+    if warmup is not None:
+        readings = ", ".join(f"{x:.0f}" for x in warmup["readings"])
+        state_word = "warm" if warmup["warm"] else "NOT settled (capped)"
+        say(
+            f"benchmark {run.model} warm-up at c={warmup['max_concurrency']}: "
+            f"{warmup['runs']} run(s) in {warmup['seconds']:.0f} s, {state_word}: {readings} tok/s"
+        )
+    found = parse_runs(stdout)
+    results = []
+    for conc in run.levels:
+        if conc not in found:
+            raise ProofFailed(f"vllm bench serve on the guest gave no result for c={conc}")
+        config = RunConfig(
+            base_url=f"http://127.0.0.1:{run.guest.port}",
+            model=run.served_name,
+            input_len=run.bench.input_len,
+            output_len=run.bench.output_len,
+            max_concurrency=conc,
+            num_prompts=run.bench.num_prompts(conc),
+            warmup_requests=run.bench.warmup_requests,
+            seed=run.bench.seed,
+            vllm_version=version,
+            llmhost_git_sha=sha,
+            date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            measured_by=MEASURED_BY,
+            **run.labels,
+        )
+        result = median_run([level_from_vllm(data, config) for data in found[conc]])
+        result.warmup = warmup if conc == max(run.levels) else None
+        runs = ", ".join(f"{x:.0f}" for x in result.runs_output_throughput)
+        say(
+            f"benchmark {run.model} c={conc}: {result.output_throughput:.1f} output tok/s "
+            f"(median of {runs}; CV {result.spread:.1%}), "
+            f"TTFT p50 {result.median_ttft_ms:.0f} ms, TPOT p50 {result.median_tpot_ms:.1f} ms"
+        )
+        results.append(result)
+    return results
+
+
+def control_sweep(run: BenchRun) -> list[LevelResult]:
+    """llmhost's client in its own process: pyinfra's gevent patching and asyncio don't mix.
+
+    The API key reaches the child as $LLMHOST_API_KEY: argv shows in `ps` and in pyinfra's
+    output on failure, the environment does neither.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        argv = [
+            sys.executable,
+            "-m",
+            "llmhost.bench",
+            "--url",
+            run.base_url,
+            "--model",
+            run.served_name,
+            "--bench-json",
+            run.bench.model_dump_json(),
+            "--json",
+            str(out),
+        ]
+        argv += [f"--label={k}={v}" for k, v in run.labels.items()]
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=sweep_env(run.api_key))
+        if not out.exists():
+            raise ProofFailed(f"benchmark against {run.base_url} failed (exit {proc.returncode})")
+        results = [LevelResult.from_json(r) for r in json.loads(out.read_text())]
+    for result in results:
+        result.config.measured_by = END_TO_END
+    return results

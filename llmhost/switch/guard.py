@@ -1,0 +1,248 @@
+"""One host's switch in flight: its stage, its timings, its rollback and its record.
+
+A proof that fails ends the host's run, so no later step could undo a switch: the rollback
+runs inside the failing step (operations/rollback.py asks the guard). The guard reaches the
+guest through the `Shell` it was given and prints through its `Log`; it knows nothing of
+pyinfra. Its stage (stages.py) says whether a failure rolls back and what Ctrl-C prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from llmhost.interrupt import Interrupted, interruptible
+from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
+from llmhost.proofs.correct import CorrectnessCheck
+from llmhost.readiness import auth_headers, probe_once, wait_ready
+from llmhost.switch.plan import ServingRecord, SwitchPlan, unit_of
+from llmhost.switch.stages import NEXT, ROLL_BACK_FROM, Stage, first_stage, where
+
+
+class SwitchFailed(ProofFailed):
+    """The switch failed; the message says what failed and what the rollback did."""
+
+
+@dataclass(frozen=True)
+class RollbackTarget:
+    """The model a switch leaves: how to reach it again and prove it answers right."""
+
+    model: str
+    base_url: str
+    served_name: str
+    load_timeout_s: int
+    check: CorrectnessCheck | None  # None: the profile has no correctness probe
+    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class SwitchGuard:
+    """One host's switch in flight: armed once the old unit is stopped; its timings."""
+
+    plan: SwitchPlan
+    host_name: str
+    record_path: str  # <root>/state/serving.json on the guest
+    target_unit: str
+    source: RollbackTarget | None
+    gpu_free: str  # the guest's GPU cleanup command (verifies memory is free)
+    results_dir: str
+    shell: Shell = field(default=no_shell, repr=False)
+    log: Log = field(default=print, repr=False)
+    stage: Stage = Stage.STAGING
+    stage_started: float = field(default_factory=time.time)
+    stopped_at: float | None = None
+    last_answer: float | None = None
+    first_answer: float | None = None
+    verdicts: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.stage = first_stage(self.plan.switching and self.plan.resumed)
+
+    def enter(self, stage: Stage) -> None:
+        """Move to `stage`; out of order is a bug in the caller, not a state to carry on in."""
+        if stage not in NEXT[self.stage]:
+            raise RuntimeError(f"switch stage {self.stage.value} cannot go to {stage.value}")
+        self.stage = stage
+
+    def armed(self) -> bool:
+        """The old model no longer serves: a failure now must bring it back."""
+        return self.plan.switching and self.stage in ROLL_BACK_FROM
+
+    def answered(self) -> None:
+        """The new model's first answer: the switch's downtime ends here."""
+        if self.first_answer is None and self.stage == Stage.LOADING:
+            self.first_answer = time.time()
+            self.enter(Stage.ANSWERS)
+
+    def downtime_s(self) -> float | None:
+        if self.first_answer is None or self.last_answer is None:
+            return None
+        return round(self.first_answer - self.last_answer, 1)
+
+    def on_interrupt(self) -> str | None:
+        """What Ctrl-C prints about this switch (interrupt.describe_state_with)."""
+        if self.armed() or self.stage in (Stage.ROLLING_BACK, Stage.COMMITTED):
+            return f"{self.host_name}: {self.where()}"
+        if self.plan.switching and self.stage == Stage.STAGING:
+            return f"{self.host_name}: switch to {self.plan.target} interrupted while staging: " + (
+                f"{self.plan.source} still serves"
+            )
+        return None
+
+    def where(self) -> str:
+        """Exactly where an interrupted switch left the guest, and how to go on."""
+        source, target = self.plan.source, self.plan.target
+        old, new = unit_of(str(source)), self.target_unit
+        return (
+            f"switch {source} -> {target} interrupted: {where(self.stage, old, new, str(source))} "
+            f"(files and weights of both kept). Rerun the same command to finish the switch "
+            f"(it rolls back to {source} if {target} fails its proofs), or `systemctl enable "
+            f"--now {old}` on the guest to serve {source} again"
+        )
+
+    def stopping(self) -> str:
+        """Enter STOPPING and give the command that stops the old model: the record says
+        "pending" first, so a run that dies in between is finished by the next one."""
+        source = self.plan.source
+        assert source is not None
+        self.stopped_at = time.time()
+        if self.source is not None:
+            self.last_answer = last_answer(self.source) or self.stopped_at
+        self.log(f"switch {source} -> {self.plan.target}: staged; stopping {unit_of(source)}")
+        self.enter(Stage.STOPPING)
+        return stop_command(self)
+
+    def roll_back(self, failure: BaseException) -> None:
+        """Stop the new unit, free the GPUs, serve the previous model again; always raises."""
+        why = str(failure).strip() or type(failure).__name__
+        source = self.source
+        assert source is not None
+        self.log(
+            f"ROLLBACK: {self.plan.target} failed ({why.splitlines()[0]}); back to {source.model}"
+        )
+        self.enter(Stage.ROLLING_BACK)
+        try:
+            with interruptible(f"the rollback to {source.model}"):
+                waited, lines = self._serve_source_again(source)
+        except Interrupted:
+            raise
+        except Exception as exc:
+            raise SwitchFailed(
+                f"switch {source.model} -> {self.plan.target} FAILED: {why}\n"
+                f"ROLLBACK FAILED TOO: {exc}\n{self.where()}"
+            ) from None
+        self.write_record(self.plan.rolled_back(why, time.time()))
+        self.enter(Stage.ROLLED_BACK)
+        raise SwitchFailed(
+            f"switch {source.model} -> {self.plan.target} FAILED: {why}\n"
+            f"ROLLED BACK: {source.model} serves again ({unit_of(source.model)}: ready after "
+            f"{waited:.0f}s{lines}); {self.plan.target}'s unit is stopped and disabled"
+        ) from None
+
+    def _serve_source_again(self, source: RollbackTarget) -> tuple[float, str]:
+        q = shlex.quote
+        # In its own session: the rollback completes even if this run's ssh session dies.
+        script = (
+            f"systemctl disable --now {q(self.target_unit)}; {self.gpu_free} && "
+            f"systemctl enable --now {q(unit_of(source.model))}"
+        )
+        ok, _, stderr = self.shell(f"setsid -w sh -c {q(script)} </dev/null")
+        if not ok:
+            tail = "\n".join(stderr.splitlines()[-10:])
+            raise ProofFailed(f"could not start {unit_of(source.model)}: {tail}")
+        result = wait_ready(
+            source.base_url,
+            source.served_name,
+            source.load_timeout_s,
+            log=self.log,
+            interval_s=1.0,
+            headers=auth_headers(source.api_key),
+        )
+        if not result.ready:
+            raise ProofFailed(
+                f"{unit_of(source.model)} not ready at stage {result.stage}: {result.detail}"
+            )
+        if source.check is None:
+            return result.waited_s, ", no correctness probe"
+        return result.waited_s, f", correctness OK: {source.check.run()}"
+
+    def write_record(self, record: ServingRecord) -> None:
+        """The rollback's record; the other two (pending, committed) are commands the
+        operations yield, built by the same `record_command`."""
+        ok, _, stderr = self.shell(record_command(self.record_path, record))
+        if not ok:
+            self.log(f"could not write {self.record_path}: {stderr.strip()}")
+
+    def summary(self) -> dict[str, Any]:
+        staging = (self.stopped_at or time.time()) - self.stage_started
+        return {
+            "host": self.host_name,
+            "from": self.plan.source,
+            "to": self.plan.target,
+            "staging_s": round(staging, 1),
+            "downtime_s": self.downtime_s(),
+            "gate": self.verdicts.get("gate", "not run"),
+            "resumed": self.plan.resumed,
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+
+
+def record_command(path: str, record: ServingRecord) -> str:
+    """Write the guest's serving record atomically (a temp file, then rename): the one
+    writer of serving.json."""
+    q = shlex.quote
+    return (
+        f"mkdir -p {q(str(Path(path).parent))} && printf '%s\\n' {q(record.dump())} "
+        f"> {q(path + '.tmp')} && mv -f {q(path + '.tmp')} {q(path)}"
+    )
+
+
+def stop_command(guard: SwitchGuard) -> str:
+    """Record "pending", stop and disable the old unit, verify the GPUs are free."""
+    plan = guard.plan
+    assert plan.source is not None
+    pending = record_command(guard.record_path, plan.pending_record(time.time()))
+    old = shlex.quote(unit_of(plan.source))
+    return f"{pending} && systemctl disable --now {old} && {guard.gpu_free}"
+
+
+def last_answer(source: RollbackTarget) -> float | None:
+    """The old model's last answer (readiness's probe: a one-token completion) just before it
+    stops: downtime starts here."""
+    answered = probe_once(source.base_url, source.served_name, headers=auth_headers(source.api_key))
+    return time.time() if answered.ready else None
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    downtime = summary["downtime_s"]
+    return [
+        "=" * 60,
+        f"SWITCH {summary['from']} -> {summary['to']}: done",
+        (
+            f"  resumed an interrupted switch: {summary['from']} was already stopped"
+            if summary.get("resumed")
+            else f"  staging (while {summary['from']} served): {summary['staging_s']:.0f}s"
+        ),
+        "  downtime (last answer -> first answer): "
+        + (f"{downtime:.1f}s" if downtime is not None else "not measured"),
+        f"  throughput gate: {summary['gate']}",
+        "=" * 60,
+    ]
+
+
+def save_switch(results_dir: Path, summary: dict[str, Any]) -> Path:
+    """One JSON per switch beside the host's benchmark results."""
+    from llmhost.bench.history import host_dir
+
+    directory = host_dir(results_dir.absolute(), str(summary["host"]))
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = directory / f"{stamp}-switch-{summary['from']}-to-{summary['to']}.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return path
