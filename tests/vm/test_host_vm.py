@@ -24,6 +24,9 @@ WANTED = ["amd_iommu=on", "intel_iommu=on", "iommu=pt", "pcie_aspm=off", "vfio-p
 SSH = [
     *("ssh", "-i", str(KEY), "-p", "2222", "-o", "StrictHostKeyChecking=no"),
     *("-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes"),
+    # QEMU's port forward accepts a connection while the VM is still booting and then sends
+    # no banner: without these a poll during a reboot hangs until vm()'s timeout (120 s).
+    *("-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"),
     "root@127.0.0.1",
 ]
 
