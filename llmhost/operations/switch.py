@@ -14,37 +14,26 @@ switch stands (switch/stages.py), and the next run finishes it or rolls it back.
 
 from __future__ import annotations
 
-import shlex
+import functools
 from pathlib import Path
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.context import state
 
-from llmhost.operations.failure import fails_its_host
-from llmhost.operations.log import guest_run, say
-from llmhost.operations.rollback import rolls_back
-from llmhost.proofs.base import ProofFailed
+from llmhost.operations.log import say
+from llmhost.operations.step import engine_step
 from llmhost.switch.guard import (
     RollbackTarget,
     SwitchGuard,
     record_command,
     save_switch,
-    stop_command,
     summary_lines,
 )
-from llmhost.switch.plan import unit_of
-from llmhost.switch.stages import Stage
 
 __all__ = ["RollbackTarget", "SwitchGuard", "switch_commit", "switch_start", "switch_stop"]
 
 
-def tail(stdout: str, stderr: str) -> str:
-    return " ".join((stderr.strip() or stdout.strip()).splitlines()[-5:])
-
-
 @operation()
-@fails_its_host
 def switch_stop(guard: SwitchGuard):
     """
     Stop and disable the old model's unit, verify the GPUs are free, record "pending".
@@ -55,26 +44,13 @@ def switch_stop(guard: SwitchGuard):
     + guard: the switch in flight (its plan names the old model)
     """
     plan = guard.plan
-    source = plan.source
-    if not plan.switching or plan.resumed or source is None:
+    if not plan.switching or plan.resumed or plan.source is None:
         host.noop("no model to stop")
         return
-    if not state.is_executing:
-        yield stop_command(guard)  # what --dry shows; run below, under the guard, when executing
-        return
-    with rolls_back(guard):
-        ok, stdout, stderr = guest_run(guard.stopping())
-        if not ok:
-            raise ProofFailed(
-                f"stopping {unit_of(source)} or freeing the GPUs failed: {tail(stdout, stderr)}"
-            )
-    guard.enter(Stage.STOPPED)
-    # A change was made (a unit stopped); this read only makes pyinfra count it as one.
-    yield f"systemctl show -p ActiveState --value {shlex.quote(unit_of(source))}"
+    yield engine_step(guard.stop_old, guard)
 
 
 @operation()
-@fails_its_host
 def switch_start(guard: SwitchGuard, unit: str):
     """
     Enable and start the new model's unit, under the guard: a start that fails rolls back.
@@ -82,37 +58,30 @@ def switch_start(guard: SwitchGuard, unit: str):
     + guard: the switch in flight
     + unit: the new model's unit
     """
-    command = f"systemctl enable --now {shlex.quote(unit)}"
-    if not state.is_executing:
-        yield command
-        return
-    with rolls_back(guard):
-        guard.enter(Stage.STARTING)
-        ok, stdout, stderr = guest_run(command)
-        if not ok:
-            raise ProofFailed(f"{unit} did not start: {tail(stdout, stderr)}")
-    guard.enter(Stage.LOADING)
-    yield f"systemctl is-enabled --quiet {shlex.quote(unit)}"
+    yield engine_step(functools.partial(guard.start_new, unit), guard)
 
 
 @operation()
-@fails_its_host
 def switch_commit(guard: SwitchGuard, record_text: str | None):
     """
-    The new model passed its proofs: record it (and what served before), print the summary.
+    The new model passed its proofs: record it (and what served before), print the summary
+    and save it beside the host's benchmark results.
 
     + guard: the switch in flight (or a run that switched nothing)
     + record_text: the guest's record as read at the start of the run
     """
     plan = guard.plan
-    if state.is_executing and plan.switching:
-        guard.enter(Stage.COMMITTED)
-        summary = guard.summary()
-        for line in summary_lines(summary):
-            say(line)
-        path = save_switch(Path(guard.results_dir), summary)
-        say(f"switch results: {path}")
-    if (record_text or "").strip() == plan.committed.dump():
+    if plan.switching:
+        yield engine_step(functools.partial(commit, guard), guard)
+    elif (record_text or "").strip() == plan.committed.dump():
         host.noop(f"{plan.target} is the recorded model")
-        return
-    yield record_command(guard.record_path, plan.committed)
+    else:
+        yield record_command(guard.record_path, plan.committed)
+
+
+def commit(guard: SwitchGuard) -> None:
+    guard.commit()
+    summary = guard.summary()
+    for line in summary_lines(summary):
+        say(line)
+    say(f"switch results: {save_switch(Path(guard.results_dir), summary)}")

@@ -1,9 +1,10 @@
 """The throughput gate: sweep, confirm a low reading once, judge against the host's own
 baseline and the catalog, save every verdict, grow or set the host baseline.
 
-The steps hand one `BenchOutcome` on: `measure` fills it (the sweep, the gate and
-spec-decode verdicts, the failures), the draft A/B (proofs/draft_ab.py) compares against
-that same sweep, and `save` writes it all before `raise_failures` fails the host.
+The steps hand one `BenchOutcome` on (proofs/load.py runs them in order): `measure` fills it
+(the sweep, the gate and spec-decode verdicts, the failures), the draft A/B
+(proofs/draft_ab.py) compares against that same sweep, and `save` writes it all before
+`raise_failures` fails the host.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from llmhost.bench.baselines import (
     load_host_baseline,
     record_baseline,
 )
-from llmhost.bench.cadence import LoadProofs
 from llmhost.bench.gates import GateLine
 from llmhost.bench.result import LevelResult
 from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
@@ -38,7 +38,6 @@ class BenchOutcome:
     results: list[LevelResult] = field(default_factory=list)
     verdicts: dict[str, object] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    load: LoadProofs | None = None  # the cadence decision; None: the steps always run
     # (why, tok/s, spread, samples) per concurrency to record as the host baseline
     new_baseline: tuple[str, dict[int, float], dict[int, float], dict[int, list[float]]] | None = (
         None

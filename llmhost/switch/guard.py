@@ -107,9 +107,10 @@ class SwitchGuard:
             f"--now {old}` on the guest to serve {source} again"
         )
 
-    def stopping(self) -> str:
-        """Enter STOPPING and give the command that stops the old model: the record says
-        "pending" first, so a run that dies in between is finished by the next one."""
+    def stop_old(self) -> None:
+        """Stop the old model: its last answer timed, the record "pending" first (a run that
+        dies in between is finished by the next one), the unit stopped and disabled, the
+        GPUs verified free. Raises ProofFailed (the caller's guard rolls back)."""
         source = self.plan.source
         assert source is not None
         self.stopped_at = time.time()
@@ -117,7 +118,30 @@ class SwitchGuard:
             self.last_answer = last_answer(self.source) or self.stopped_at
         self.log(f"switch {source} -> {self.plan.target}: staged; stopping {unit_of(source)}")
         self.enter(Stage.STOPPING)
-        return stop_command(self)
+        ok, stdout, stderr = self.shell(stop_command(self))
+        if not ok:
+            raise ProofFailed(
+                f"stopping {unit_of(source)} or freeing the GPUs failed: {tail(stdout, stderr)}"
+            )
+        self.enter(Stage.STOPPED)
+
+    def start_new(self, unit: str) -> None:
+        """Enable and start the new model's unit; raises ProofFailed when systemd refuses."""
+        self.enter(Stage.STARTING)
+        ok, stdout, stderr = self.shell(f"systemctl enable --now {shlex.quote(unit)}")
+        if not ok:
+            raise ProofFailed(f"{unit} did not start: {tail(stdout, stderr)}")
+        self.enter(Stage.LOADING)
+
+    def commit(self) -> None:
+        """The new model passed its proofs: record it as the one serving."""
+        self.enter(Stage.COMMITTED)
+        ok, _, stderr = self.shell(record_command(self.record_path, self.plan.committed))
+        if not ok:
+            raise ProofFailed(
+                f"{self.plan.target} passed its proofs and serves, but {self.record_path} "
+                f"was not written: {stderr.strip()}; the next run writes it"
+            )
 
     def roll_back(self, failure: BaseException) -> None:
         """Stop the new unit, free the GPUs, serve the previous model again; always raises."""
@@ -174,8 +198,7 @@ class SwitchGuard:
         return result.waited_s, f", correctness OK: {source.check.run()}"
 
     def write_record(self, record: ServingRecord) -> None:
-        """The rollback's record; the other two (pending, committed) are commands the
-        operations yield, built by the same `record_command`."""
+        """The rollback's record (best effort: the rollback's outcome is what counts)."""
         ok, _, stderr = self.shell(record_command(self.record_path, record))
         if not ok:
             self.log(f"could not write {self.record_path}: {stderr.strip()}")
@@ -192,6 +215,10 @@ class SwitchGuard:
             "resumed": self.plan.resumed,
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
+
+
+def tail(stdout: str, stderr: str) -> str:
+    return " ".join((stderr.strip() or stdout.strip()).splitlines()[-5:])
 
 
 def record_command(path: str, record: ServingRecord) -> str:

@@ -23,14 +23,12 @@ from llmhost.operations.log import guest_run, say
 from llmhost.operations.serving import ready
 from llmhost.operations.switch import SwitchGuard
 from llmhost.operations.verify import (
-    BenchOutcome,
     BenchRun,
     Cadence,
     CorrectnessCheck,
-    bench_results,
+    DraftAB,
     correct,
-    draft_ab,
-    throughput_gate,
+    load_proofs,
 )
 from llmhost.render import ab_unit_name, bench_levels_path, refcheck_path, unit_name, unit_paths
 from llmhost.secrets import ResolvedSecrets
@@ -158,37 +156,26 @@ def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
 def prove_throughput(
     cfg: GuestConfig, run: BenchRun, ops: UnitOps | None, guard: SwitchGuard | None = None
 ) -> None:
-    """The gate's sweep, the A/B against that same sweep for a draft, then save and judge."""
+    """The load proofs, as one step that runs when the cadence says so: the gate's sweep,
+    the A/B against that same sweep for a draft, then save and judge."""
     model = run.model
-    outcome = BenchOutcome()
     cadence = cadence_for(cfg, model, ops)
-    throughput_gate(
-        name=f"throughput of {model}",
-        run=run,
-        gate=cfg.verify.throughput_gate,
-        outcome=outcome,
-        cadence=cadence,
-        guard=guard,
-    )
+    ab = None
     if has_ab_unit(cfg, model):
         profile = cfg.profile_for(model)
-        draft_ab(
-            name=f"draft A/B of {model}",
-            run=run,
-            outcome=outcome,
+        ab = DraftAB(
             unit=unit_name(model),
             ab_unit=ab_unit_name(model),
             mode=cfg.verify.draft_ab,
             tolerance=profile.speculative.ab_tolerance if profile.speculative else 0.0,
             load_timeout_s=profile.load_timeout_s,
-            unit_restarted=ops.restart if ops else None,
-            guard=guard,
         )
-    bench_results(
-        name=f"benchmark results of {model}",
+    load_proofs(
+        name=f"load proofs of {model}",
         run=run,
-        outcome=outcome,
-        record=cadence.record,
+        gate=cfg.verify.throughput_gate,
+        cadence=cadence,
+        ab=ab,
         guard=guard,
-        max_age_s=cfg.verify.max_age_s,
+        _if=lambda: cadence.runs(model, ab),
     )

@@ -21,12 +21,14 @@ from llmhost.render import unit_paths
 from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState, api_key
 from tests.helpers import (
+    PYINFRA,
     REPO,
     SERVE,
     SITE,
     api_headers,
     changed_ops,
     guest_sh,
+    logged_run,
     pyinfra,
     results_rows,
 )
@@ -121,7 +123,10 @@ def test_an_unreachable_baseline_fails_its_guest_and_the_other_hosts_finish(
     # monitoring operations come after the guest's, still runs them. confirm off: one sweep
     # shows an unreachable figure (the confirmation has its drills in test_gate_sandbox.py).
     bench = {"baselines": {"1": 1000000}, "confirm": False}
-    verify = json.dumps({"mode": "full", "bench": bench})
+    # A results directory of its own: the failed gate stays out of the host's history (the
+    # state document reads the newest gate there and would mark it as drift).
+    drill = "results/unreachable-baseline-drill"
+    verify = json.dumps({"mode": "full", "bench": bench, "results_dir": drill})
     run = pyinfra(*SITE, "--data", f"verify={verify}")
     assert run.rc != 0, run.tail()
     assert "throughput below baseline for tiny-llama" in run.output, run.tail()
@@ -131,7 +136,7 @@ def test_an_unreachable_baseline_fails_its_guest_and_the_other_hosts_finish(
         run.output,
     ), run.tail()
     # The failure names its host and its operation, once.
-    failed = f"[{sandbox.ip}] Operation error in post-deploy hooks | benchmark results"
+    failed = f"[{sandbox.ip}] Operation error in post-deploy hooks | load proofs of tiny-llama"
     assert run.output.count(failed) == 1, run.tail()
     # Only the gate failed: every operation before it reported no change.
     assert f"[{sandbox.ip}] Success" not in run.output, run.tail()
@@ -257,3 +262,22 @@ def test_the_key_is_in_the_0600_env_file_and_nowhere_else(
         if path.is_file() and key.encode() in path.read_bytes()
     ]
     assert not leaked, f"the API key is in {leaked}"
+
+
+@pytest.mark.usefixtures("served")
+def test_dry_lists_the_load_proofs_as_a_conditional_change_and_runs_nothing(
+    sandbox: SandboxState,
+) -> None:
+    """--dry shows the plan: the load proofs are one step that runs when its cadence says so
+    (pyinfra's "Conditional Change" column), asked for here (verify=full) and still not run."""
+    record = "/opt/llmhost/state/llmhost-tiny-llama.last-gate"
+    before = guest_sh(sandbox, f"cat {record} 2>/dev/null || true")
+    # Without -y: pyinfra prints its table of detected changes only when it may ask.
+    run = logged_run([PYINFRA, "--dry", *SERVE, "--data", "verify=full"], 300, "pyinfra")
+    assert run.rc == 0, run.tail()
+    table = run.output.split("--> Detected changes:")[-1]
+    [row] = [line for line in table.splitlines() if "| load proofs of tiny-llama" in line]
+    assert re.search(r"load proofs of tiny-llama\s{2,}-\s{2,}1 \(", row), row
+    assert "throughput gate and draft A/B run: asked for (verify.mode = full)" in run.output
+    assert "READY" not in run.output and "benchmark tiny-llama" not in run.output
+    assert guest_sh(sandbox, f"cat {record} 2>/dev/null || true") == before

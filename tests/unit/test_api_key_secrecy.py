@@ -1,8 +1,9 @@
 """The API key in pyinfra: the proofs get it as a SecretStr and pyinfra never shows it.
 
-The operations run here through pyinfra's own API on @local (they yield no command; their
-requests go to a stand-in server), auto-named so that pyinfra attaches and prints their
-arguments, with pyinfra's logger at DEBUG (what -vvv shows).
+The operations run here through pyinfra's own API on @local (the load proofs as their one
+FunctionCommand, the others with no command; their requests go to a stand-in server),
+auto-named so that pyinfra attaches and prints their arguments, with pyinfra's logger at
+DEBUG (what -vvv shows).
 """
 
 from __future__ import annotations
@@ -24,15 +25,9 @@ from pyinfra.api.operations import run_ops
 
 from llmhost.bench.guest_bench import GuestBench, bench_command
 from llmhost.catalog import BenchProfile, CorrectnessProfile, GoldenAnswer
+from llmhost.operations.log import guest_run
 from llmhost.operations.serving import ready
-from llmhost.operations.verify import (
-    BenchOutcome,
-    BenchRun,
-    CorrectnessCheck,
-    bench_results,
-    correct,
-    throughput_gate,
-)
+from llmhost.operations.verify import BenchRun, Cadence, CorrectnessCheck, correct, load_proofs
 from llmhost.secrets import ResolvedSecrets
 from llmhost.tasks.hooks import hooks
 from tests.helpers import FakeVLLM
@@ -95,8 +90,8 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
             {"host": "sbx", "model_profile": "tiny"},
             str(tmp_path / "results"),
             api_key=key,
+            shell=guest_run,
         )
-        outcome = BenchOutcome()
         state = local_state()
         # No name=: pyinfra then attaches every argument to the operation's printed name.
         add_op(
@@ -119,13 +114,15 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
             api_key=key,
         )
         add_op(state, correct, check=check)
-        add_op(state, throughput_gate, run=run, gate=True, outcome=outcome)
-        add_op(state, bench_results, run=run, outcome=outcome)
+        last_gate = tmp_path / "last-gate"
+        cadence = Cadence("full", 3600, None, str(last_gate))
+        add_op(state, load_proofs, run=run, gate=True, cadence=cadence)
         run_ops(state)
     # Every /v1 request carried the key; all four proofs passed.
     v1 = [auth for _, path, auth in server.seen if path.startswith("/v1")]
     assert v1 and set(v1) == {BEARER}
     assert not state.failed_hosts
+    assert last_gate.read_text().strip().isdigit()  # the load proofs' step ran on the host
     log = pyinfra_log.getvalue()
     assert "READY m at" in log and "correctness OK for tiny" in log
     assert "api_key=**********" in log  # the argument was printed, as stars

@@ -16,7 +16,7 @@ ENGINES = ("proofs", "switch")
 def test_no_module_of_the_engines_imports_pyinfra() -> None:
     root = Path(llmhost.__file__).parent
     modules = sorted(f"llmhost.{e}.{p.stem}" for e in ENGINES for p in (root / e).glob("*.py"))
-    assert {"llmhost.proofs.gate", "llmhost.switch.guard", "llmhost.switch.stages"} <= set(modules)
+    assert {"llmhost.proofs.load", "llmhost.switch.guard", "llmhost.switch.stages"} <= set(modules)
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"

@@ -107,3 +107,24 @@ def test_ctrl_c_while_staging_says_the_old_model_still_serves() -> None:
     assert "llmhost-a.service is stopped and disabled; llmhost-b.service is not started" in (
         g.on_interrupt() or ""
     )
+
+
+def test_the_steps_record_pending_stop_start_and_commit_through_the_shell() -> None:
+    guest = Guest()
+    g = guard(guest)
+    g.stop_old()
+    assert g.stage is Stage.STOPPED and g.last_answer is not None  # no server: the stop time
+    (pending,) = guest.commands
+    assert pending.index('"pending"') < pending.index("systemctl disable --now llmhost-a.service")
+    g.start_new(unit_of("b"))
+    assert guest.commands[-1] == "systemctl enable --now llmhost-b.service"
+    g.answered()
+    g.commit()
+    assert g.stage is Stage.COMMITTED and '"current": "b"' in guest.commands[-1]
+
+
+def test_a_stop_that_fails_says_so_and_leaves_the_stage_for_the_rollback() -> None:
+    g = guard(Guest(ok=False))
+    with pytest.raises(ProofFailed, match="stopping llmhost-a.service or freeing the GPUs"):
+        g.stop_old()
+    assert g.stage is Stage.STOPPING and g.armed()

@@ -1,7 +1,6 @@
-"""The benchmark steps hand one sweep on: gate, then the draft A/B against it, then the verdict.
+"""The load proofs hand one sweep on: gate, then the draft A/B against it, then the verdict.
 
-The proofs (llmhost/proofs) run for real on stand-in sweeps; the operations around them
-(operations/verify.py) run as pyinfra would call them while executing."""
+The proofs (llmhost/proofs) run for real, without pyinfra, on stand-in sweeps."""
 
 from __future__ import annotations
 
@@ -12,12 +11,15 @@ from types import SimpleNamespace
 import pytest
 from pydantic import SecretStr
 
+from llmhost.bench.cadence import LoadProofs
 from llmhost.bench.result import RequestOutcome, RunConfig, summarize
 from llmhost.bench.spec_metrics import SpecCounters
 from llmhost.catalog import BenchProfile
-from llmhost.operations import verify
 from llmhost.proofs import draft_ab, gate
 from llmhost.proofs.base import ProofFailed
+from llmhost.proofs.gate import BenchOutcome
+from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
+from llmhost.proofs.sweep import BenchRun
 
 # confirm off: one sweep per gate here (the confirmation has its own tests below).
 BENCH = BenchProfile(
@@ -40,9 +42,7 @@ class Guest:
         self.sweeps = sweeps
         self.swept = 0
         self.counters = iter([SpecCounters(10, 30, 15), SpecCounters(20, 60, 45)])
-        monkeypatch.setattr(verify, "state", SimpleNamespace(is_executing=True))
-        monkeypatch.setattr(verify, "host", SimpleNamespace(name="h", noop=self.said.append))
-        monkeypatch.setattr(verify, "say", self.said.append)
+        self.commands: list[str] = []
         monkeypatch.setattr(gate, "fetch_spec_counters", lambda url: next(self.counters))
         monkeypatch.setattr(gate, "run_sweep", self.sweep)
         monkeypatch.setattr(draft_ab, "run_sweep", self.sweep)
@@ -51,7 +51,7 @@ class Guest:
             draft_ab, "wait_ready", lambda *a, **k: (self.waits.append(k), ready)[1]
         )
 
-    def sweep(self, run: verify.BenchRun) -> list[object]:
+    def sweep(self, run: BenchRun) -> list[object]:
         self.swept += 1
         return self.sweeps.pop(0)
 
@@ -61,9 +61,9 @@ def bench_run(
     results_dir: str = "results",
     api_key: SecretStr | None = None,
     bench: BenchProfile = BENCH,
-) -> verify.BenchRun:
+) -> BenchRun:
     labels = {"host": "10.99.0.12", "model_profile": "tiny"}
-    return verify.BenchRun(
+    return BenchRun(
         "http://g:8000",
         "tiny",
         "tiny",
@@ -71,19 +71,22 @@ def bench_run(
         labels,
         results_dir,
         api_key=api_key,
-        shell=lambda c: (True, "", ""),
+        shell=lambda c: (guest.commands.append(c), (True, "", ""))[1],
         log=guest.said.append,
     )
 
 
-def steps(run: verify.BenchRun, gate: bool, mode: str, restarted: bool) -> verify.BenchOutcome:
-    outcome = verify.BenchOutcome()
-    list(verify.throughput_gate._inner(run, gate, outcome))
-    unit_restarted = SimpleNamespace(did_change=lambda: restarted)
-    ab = ("u.service", "u-nodraft.service", mode, 0.1, 60, unit_restarted)
-    list(verify.draft_ab._inner(run, outcome, *ab))
-    list(verify.bench_results._inner(run, outcome))
-    return outcome
+RUN = LoadProofs(True, "the unit (re)started in this run")
+
+
+def steps(run: BenchRun, gate_on: bool, mode: str, record: bool = False) -> BenchOutcome:
+    ab = DraftAB("u.service", "u-nodraft.service", mode, 0.1, 60)
+    last = (
+        PassRecord("/opt/llmhost/state/u.last-gate", lambda now: f"echo exported {now}")
+        if record
+        else None
+    )
+    return run_load_proofs(run, gate_on, RUN, ab, last)
 
 
 def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdict(
@@ -94,7 +97,7 @@ def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdi
         monkeypatch, [[level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 200.0)]]
     )
     with pytest.raises(ProofFailed) as failed:
-        steps(bench_run(guest), gate=True, mode="always", restarted=False)
+        steps(bench_run(guest), gate_on=True, mode="always")
     assert guest.swept == 2  # one with-draft sweep for the gate and the A/B, one without
     message = str(failed.value)
     assert message.startswith("throughput below baseline for tiny:\n  c=1: 50.0 output tok/s")
@@ -113,21 +116,26 @@ def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdi
     assert [v["ok"] for v in gate["verdicts"]["draft_ab"]] == [False, True]
 
 
-def test_on_change_skips_the_ab_when_the_unit_did_not_restart(
+def test_the_ab_follows_the_cadence_and_never_means_never(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    skip = LoadProofs(False, "nothing changed")
+    on_change = DraftAB("u.service", "u-nodraft.service", "on-change", 0.1, 60)
+    assert not wanted(skip, on_change) and not wanted(skip, None)
+    assert wanted(skip, DraftAB("u.service", "u-nodraft.service", "always", 0.1, 60))
     guest = Guest(monkeypatch, [[level(1, 100.0), level(8, 300.0)]])
-    outcome = steps(
-        bench_run(guest, str(tmp_path / "abs")), gate=False, mode="on-change", restarted=False
-    )
+    run = bench_run(guest, str(tmp_path / "abs"))
+    outcome = steps(run, gate_on=False, mode="never", record=True)
     assert guest.swept == 1
     assert outcome.verdicts["gate"] == "off"
-    assert any("draft A/B for tiny skipped: the unit did not change" in s for s in guest.said)
+    assert "draft A/B for tiny skipped: verify.draft_ab = never" in guest.said
     assert any(s.startswith("throughput (not gated) c=1: 100.0") for s in guest.said)
     assert f"benchmark results: {tmp_path}/abs/10.99.0.12/" in next(
         s for s in guest.said if s.startswith("benchmark results: ")
     )
-    assert guest.said[-1] == "tiny holds its baseline"
+    # The pass is recorded on the guest, through the shell the proofs were given.
+    [command] = guest.commands
+    assert command.startswith("printf '%s\\n' ") and "> /opt/llmhost/state/u.last-gate" in command
 
 
 def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
@@ -137,9 +145,7 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
     guest = Guest(
         monkeypatch, [[level(1, 100.0), level(8, 300.0)], [level(1, 90.0), level(8, 290.0)]]
     )
-    steps(
-        bench_run(guest, str(tmp_path), SecretStr(key)), gate=True, mode="always", restarted=False
-    )
+    steps(bench_run(guest, str(tmp_path), SecretStr(key)), gate_on=True, mode="always")
     assert [w["headers"] for w in guest.waits] == [{"Authorization": f"Bearer {key}"}] * 2
     saved = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert saved and not [p for p in saved if key.encode() in p.read_bytes()]
@@ -155,8 +161,8 @@ def test_a_gate_below_its_floor_measures_again_and_a_burst_fails_nothing(
     monkeypatch.chdir(tmp_path)
     burst, quiet = [level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 310.0)]
     guest = Guest(monkeypatch, [burst, quiet])
-    outcome = verify.BenchOutcome()
-    list(verify.throughput_gate._inner(bench_run(guest, bench=CONFIRMED), True, outcome))
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
     assert guest.swept == 2 and not outcome.failures
     assert any("measuring once more to confirm" in s for s in guest.said)
     # The better sweep at each level: c=1 from the second, c=8 from the first.
@@ -170,7 +176,7 @@ def test_a_regression_fails_both_sweeps_and_fails_the_gate(
     monkeypatch.chdir(tmp_path)
     slow = [[level(1, 50.0), level(8, 400.0)], [level(1, 55.0), level(8, 390.0)]]
     guest = Guest(monkeypatch, slow)
-    outcome = verify.BenchOutcome()
-    list(verify.throughput_gate._inner(bench_run(guest, bench=CONFIRMED), True, outcome))
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
     assert guest.swept == 2
     assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]

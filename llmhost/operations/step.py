@@ -1,0 +1,39 @@
+"""An engine step as pyinfra's own kind of command: one `FunctionCommand` that runs a
+plain-Python step (llmhost/proofs, llmhost/switch) when the operation executes.
+
+Why: an operation's generator then holds no work. pyinfra runs the step in its place in the
+run, counts it as a change only when it runs (an `_if` that says no leaves no command), shows
+it under --dry, and fails just this host when the step returns False. A step's failure
+(ProofFailed, or a switch's rollback report) is printed once under the host's prefix, as
+`failure.fail_this_host` does; Ctrl-C ends the step quietly (interrupt.py exits the run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyinfra.api import FunctionCommand, OperationError
+
+from llmhost.interrupt import Interrupted
+from llmhost.operations.failure import fail_this_host, operation_names
+from llmhost.operations.rollback import rolls_back
+from llmhost.proofs.base import ProofFailed
+
+
+def engine_step(step: Callable[[], object], guard: Any = None) -> FunctionCommand:
+    """`step()` at execution time, under a switch's rollback guard when one is given."""
+
+    def run(state: Any, host: Any) -> bool:
+        try:
+            with rolls_back(guard):
+                step()
+        except Interrupted:
+            return False  # the run is exiting (exit 130); a traceback would only bury that
+        except Exception as exc:  # noqa: BLE001 - any failure fails this host, not the run
+            message = str(exc) if isinstance(exc, ProofFailed | OperationError) else repr(exc)
+            return fail_this_host(state, host, operation_names(), message)
+        return True
+
+    run.__name__ = getattr(step, "__name__", "engine_step")
+    return FunctionCommand(run, (), {})
