@@ -36,12 +36,14 @@ from llmhost.host_plan import (
     render_udev_rule,
 )
 from llmhost.lxc_passthrough import passthrough_block
-from llmhost.operations.host import (
+from llmhost.operations.guests import (
     guest_running,
     guest_start_at_boot,
-    kernel_cmdline,
     kvm_hostpci,
     lxc_gpu_block,
+)
+from llmhost.operations.host import (
+    kernel_cmdline,
     note,
     running_cmdline,
     swap_off,
