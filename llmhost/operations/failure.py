@@ -32,6 +32,12 @@ def fail_this_host(state: Any, host: Any, names: str, message: str) -> bool:
     return False
 
 
+def failure_message(exc: BaseException) -> str:
+    """What the operator reads: a proof's or pyinfra's own message as it is, anything else
+    with its type (an unexpected error is worth naming)."""
+    return str(exc) if isinstance(exc, OperationError | ProofFailed) else repr(exc)
+
+
 def fails_its_host(body: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
     """Wrap an operation's body (under `@operation()`)."""
 
@@ -44,7 +50,7 @@ def fails_its_host(body: Callable[..., Generator[Any, Any, Any]]) -> Callable[..
         except Exception as exc:
             if not ctx_state.is_executing:
                 raise
-            message = str(exc) if isinstance(exc, OperationError | ProofFailed) else repr(exc)
+            message = failure_message(exc)
             yield FunctionCommand(fail_this_host, (operation_names(), message), {})
 
     return wrapped

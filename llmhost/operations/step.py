@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyinfra.api import FunctionCommand, OperationError
+from pyinfra.api import FunctionCommand
 
 from llmhost.interrupt import Interrupted
-from llmhost.operations.failure import fail_this_host, operation_names
+from llmhost.operations.failure import fail_this_host, failure_message, operation_names
 from llmhost.operations.rollback import rolls_back
-from llmhost.proofs.base import ProofFailed
 
 
 def engine_step(step: Callable[[], object], guard: Any = None) -> FunctionCommand:
@@ -31,8 +30,7 @@ def engine_step(step: Callable[[], object], guard: Any = None) -> FunctionComman
         except Interrupted:
             return False  # the run is exiting (exit 130); a traceback would only bury that
         except Exception as exc:  # noqa: BLE001 - any failure fails this host, not the run
-            message = str(exc) if isinstance(exc, ProofFailed | OperationError) else repr(exc)
-            return fail_this_host(state, host, operation_names(), message)
+            return fail_this_host(state, host, operation_names(), failure_message(exc))
         return True
 
     run.__name__ = getattr(step, "__name__", "engine_step")
