@@ -161,6 +161,7 @@ class BenchOverride(Strict):
     warmup_max_s: int | None = Field(default=None, ge=0)
     confirm: bool | None = None
     confirm_after_s: int | None = Field(default=None, ge=0, le=3600)
+    confirm_sweeps: int | None = Field(default=None, ge=1, le=5)
     baseline_runs: int | None = Field(default=None, ge=1, le=20)
 
 

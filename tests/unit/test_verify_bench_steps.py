@@ -152,7 +152,7 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
     assert key not in "\n".join(guest.said)
 
 
-CONFIRMED = BENCH.model_copy(update={"confirm": True, "confirm_after_s": 0})
+CONFIRMED = BENCH.model_copy(update={"confirm": True, "confirm_after_s": 0, "confirm_sweeps": 1})
 
 
 def test_a_gate_below_its_floor_measures_again_and_a_burst_fails_nothing(
@@ -180,3 +180,62 @@ def test_a_regression_fails_both_sweeps_and_fails_the_gate(
     gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
     assert guest.swept == 2
     assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]
+
+
+def test_load_lasting_two_sweeps_passes_on_the_third_and_a_regression_fails_all_three(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    twice = CONFIRMED.model_copy(update={"confirm_sweeps": 2})
+    loaded = [[level(1, 50.0), level(8, 400.0)], [level(1, 60.0), level(8, 250.0)]]
+    guest = Guest(monkeypatch, [*loaded, [level(1, 98.0), level(8, 305.0)]])
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=twice), True, outcome)
+    assert guest.swept == 3 and not outcome.failures
+    assert any("(2 of 2)" in s for s in guest.said)
+    assert [round(r.output_throughput) for r in outcome.results] == [98, 400]
+    assert outcome.verdicts["confirmation"]["confirming_sweeps"] == 2
+
+    slow = [[level(1, 50.0), level(8, 400.0)], [level(1, 55.0), level(8, 390.0)]] * 2
+    guest = Guest(monkeypatch, slow)
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=twice), True, outcome)
+    assert guest.swept == 3  # no fourth: confirm_sweeps caps it
+    assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]
+
+
+def test_a_sweep_above_its_floors_measures_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    guest = Guest(monkeypatch, [[level(1, 100.0), level(8, 310.0)]])
+    outcome = BenchOutcome()
+    gate.measure(
+        bench_run(guest, bench=CONFIRMED.model_copy(update={"confirm_sweeps": 3})), True, outcome
+    )
+    assert guest.swept == 1 and "confirmation" not in outcome.verdicts
+
+
+def test_an_ab_pair_hit_by_load_is_measured_again_and_a_draft_that_does_not_pay_fails_twice(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with_draft, loaded_without = (
+        [level(1, 100.0), level(8, 300.0)],
+        [level(1, 200.0), level(8, 290.0)],
+    )
+    again = [[level(1, 105.0), level(8, 300.0)], [level(1, 100.0), level(8, 300.0)]]
+    guest = Guest(monkeypatch, [with_draft, loaded_without, *again])
+    outcome = steps(bench_run(guest, bench=CONFIRMED), gate_on=False, mode="always")
+    assert guest.swept == 4 and not outcome.failures
+    assert any("measuring the pair once more" in s for s in guest.said)
+    assert [round(v["ratio"], 2) for v in outcome.verdicts["draft_ab"]] == [0.95, 1.03]
+    assert [round(v["ratio"], 2) for v in outcome.verdicts["draft_ab_first_pair"]] == [0.5, 1.03]
+    assert len(guest.waits) == 4  # two swaps, each waits for both units
+
+    slow = [level(1, 50.0), level(8, 300.0)]
+    without = [level(1, 100.0), level(8, 300.0)]
+    guest = Guest(monkeypatch, [slow, without, without, slow])
+    with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
+        steps(bench_run(guest, bench=CONFIRMED), gate_on=False, mode="always")
+    assert guest.swept == 4
