@@ -60,9 +60,15 @@ class Readiness:
 
 
 def probe_once(
-    base_url: str, served_name: str, timeout: float = 10, *, headers: Headers = None
+    base_url: str,
+    served_name: str,
+    timeout: float = 10,
+    *,
+    headers: Headers = None,
+    answer_within: float = 60,
 ) -> Readiness:
-    """One look: /health, /v1/models, a 1-token completion (the last two with `headers`)."""
+    """One look: /health, /v1/models, a 1-token completion (the last two with `headers`).
+    The completion may take `answer_within` seconds (a cold server's first one is slow)."""
     hdrs = dict(headers or {})
     try:
         health = requests.get(f"{base_url}/health", timeout=timeout)
@@ -86,7 +92,7 @@ def probe_once(
             f"{base_url}/v1/completions",
             json={"model": served_name, "prompt": "Hello", "max_tokens": 1, "temperature": 0},
             headers=hdrs,
-            timeout=max(timeout, 60),
+            timeout=answer_within,
         )
         if resp.status_code in (401, 403):
             detail = f"/v1/completions {unauthorized(resp.status_code, hdrs)}"

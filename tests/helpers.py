@@ -244,6 +244,7 @@ class FakeVLLM:
     text: str = " Paris"
     seen: list[tuple[str, str, str | None]] = field(default_factory=list)  # method, path, auth
     url: str = ""
+    answer_after_s: float = 0.0  # a busy server: each non-streamed completion waits this long
 
     def __enter__(self) -> FakeVLLM:
         fake = self
@@ -294,6 +295,7 @@ class FakeVLLM:
                 elif self.path == "/v1/completions" and body.get("stream"):
                     self.stream(int(body["max_tokens"]))
                 elif self.path == "/v1/completions":
+                    time.sleep(fake.answer_after_s)
                     choice = {"text": fake.text, "token_ids": [5], "prompt_token_ids": [1, 2]}
                     usage = {"completion_tokens": 1}
                     self.reply(200, {"choices": [choice], "usage": usage})

@@ -115,7 +115,13 @@ class SwitchGuard:
         assert source is not None
         self.stopped_at = time.time()
         if self.source is not None:
-            self.last_answer = last_answer(self.source) or self.stopped_at
+            self.last_answer = last_answer(self.source)
+            if self.last_answer is None:
+                self.log(
+                    f"{source} gave no answer within {LAST_ANSWER_WITHIN_S:g} s (busy with "
+                    "requests in flight, or down): the downtime counts from its stop"
+                )
+            self.last_answer = self.last_answer or self.stopped_at
         self.log(f"switch {source} -> {self.plan.target}: staged; stopping {unit_of(source)}")
         self.enter(Stage.STOPPING)
         ok, stdout, stderr = self.shell(stop_command(self))
@@ -240,10 +246,23 @@ def stop_command(guard: SwitchGuard) -> str:
     return f"{pending} && systemctl disable --now {old} && {guard.gpu_free}"
 
 
+# How long the old model may take to answer its last probe. A server busy with long streams
+# can queue a new request behind them (12 s on the sandbox), and the switch must not wait for
+# that: the stop drains the streams in flight anyway (the unit's KillSignal).
+LAST_ANSWER_WITHIN_S = 3.0
+
+
 def last_answer(source: RollbackTarget) -> float | None:
     """The old model's last answer (readiness's probe: a one-token completion) just before it
-    stops: downtime starts here."""
-    answered = probe_once(source.base_url, source.served_name, headers=auth_headers(source.api_key))
+    stops: downtime starts here. None when it gives none within LAST_ANSWER_WITHIN_S (the
+    downtime then counts from the stop)."""
+    answered = probe_once(
+        source.base_url,
+        source.served_name,
+        LAST_ANSWER_WITHIN_S,
+        headers=auth_headers(source.api_key),
+        answer_within=LAST_ANSWER_WITHIN_S,
+    )
     return time.time() if answered.ready else None
 
 

@@ -27,6 +27,7 @@ from tests.helpers import (
     interrupt_when,
     pyinfra,
     run_with_action_at,
+    serve_default,
     stream_completion,
 )
 
@@ -37,6 +38,13 @@ A, B = "tiny-llama", "tiny-llama-ngram"
 B_DATA = ("--data", f"served_model={B}", "--data", 'verify={"bench": {"baselines": {"1": 60.0}}}')
 
 pytestmark = pytest.mark.usefixtures("default_model_back")
+
+
+@pytest.fixture(autouse=True)
+def from_the_default(sandbox: SandboxState) -> None:
+    """Each test starts with the default model serving (nothing runs when it does): a test
+    that fails before its way back would otherwise fail every later one for that alone."""
+    serve_default(sandbox)
 
 
 def record(sandbox: SandboxState) -> dict:
@@ -68,9 +76,10 @@ def stop_began(sandbox: SandboxState, model: str) -> float:
 
 
 def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: SandboxState) -> None:
-    # The drain: a long stream (8 x 1,800 tokens: 6 s on a fast day, 20 s on a slow one)
+    # The drain: a long stream (8 x 1,800 tokens: 12 s on a normal day, 20 s on a slow one)
     # starts at the operation just before the switch stops A (systemd's daemon-reload after
-    # B's unit is written), so it is running when A stops; it must arrive whole, with [DONE].
+    # B's unit is written), so it is running when A stops (A's last-answer probe waits 3 s at
+    # most); it must arrive whole, with [DONE].
     streams: list[Stream] = []
     url = f"http://{sandbox.ip}:{served.port}"
     client = threading.Thread(

@@ -4,10 +4,12 @@ given, and what Ctrl-C prints at each stage."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from llmhost.proofs.base import ProofFailed
-from llmhost.switch.guard import RollbackTarget, SwitchFailed, SwitchGuard
+from llmhost.switch.guard import LAST_ANSWER_WITHIN_S, RollbackTarget, SwitchFailed, SwitchGuard
 from llmhost.switch.plan import Pending, ServingRecord, plan_switch, unit_of
 from llmhost.switch.stages import NEXT, Stage
 from tests.helpers import FakeVLLM
@@ -121,6 +123,25 @@ def test_the_steps_record_pending_stop_start_and_commit_through_the_shell() -> N
     g.answered()
     g.commit()
     assert g.stage is Stage.COMMITTED and '"current": "b"' in guest.commands[-1]
+
+
+def test_a_busy_old_model_does_not_hold_the_stop_back_and_downtime_counts_from_the_stop() -> None:
+    with FakeVLLM(answer_after_s=20) as busy:
+        guest = Guest()
+        g = guard(guest, busy.url)
+        started = time.monotonic()
+        g.stop_old()
+        assert time.monotonic() - started < LAST_ANSWER_WITHIN_S + 2
+    assert g.last_answer == g.stopped_at
+    assert "systemctl disable --now llmhost-a.service" in guest.commands[0]
+
+
+def test_an_answering_old_model_times_the_last_answer() -> None:
+    with FakeVLLM() as idle:
+        g = guard(Guest(), idle.url)
+        g.stop_old()
+    assert g.last_answer is not None and g.stopped_at is not None
+    assert g.last_answer > g.stopped_at
 
 
 def test_a_stop_that_fails_says_so_and_leaves_the_stage_for_the_rollback() -> None:
