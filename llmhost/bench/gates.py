@@ -9,10 +9,10 @@ baseline's measured spread (baselines.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llmhost.bench.baselines import CATALOG, HostBaseline, effective_floors
-from llmhost.bench.result import LevelResult
+from llmhost.bench.result import LevelResult, coefficient_of_variation
 from llmhost.catalog import BenchProfile
 
 
@@ -114,13 +114,31 @@ def throughput_gate(
     return lines
 
 
-def better_of(first: list[LevelResult], second: list[LevelResult]) -> list[LevelResult]:
-    """Per concurrency, the sweep's result with the higher output tok/s: a failed gate's
-    confirmation. A real regression is below its floor in both; a burst of load in one."""
-    again = {r.max_concurrency: r for r in second}
-    return [
-        max((r, again.get(r.max_concurrency, r)), key=lambda x: x.output_throughput) for r in first
-    ]
+def pooled(sweeps: list[list[LevelResult]]) -> list[LevelResult]:
+    """Per concurrency, every measured run of every sweep, and their median: a failed gate's
+    confirmation. A regression reads low in every run, so its median stays low; a burst of
+    load on the box hits one sweep's runs, which the other sweeps' runs outvote. (The better
+    sweep, the rule before, let a 20% regression through whenever one sweep read high.)
+
+    The result keeps the figures (TTFT, TPOT) of the sweep whose median is closest to the
+    pooled one, with every run's tok/s and their spread."""
+    first, *others = sweeps
+    pooled_results = []
+    for result in first:
+        conc = result.max_concurrency
+        mine = [result, *(r for sweep in others for r in sweep if r.max_concurrency == conc)]
+        tok_s = [x for r in mine for x in (r.runs_output_throughput or [r.output_throughput])]
+        figure = sorted(tok_s)[(len(tok_s) - 1) // 2]  # as median_run: the lower middle run
+        closest = min(mine, key=lambda r: abs(r.output_throughput - figure))
+        pooled_results.append(
+            replace(
+                closest,
+                output_throughput=figure,
+                runs_output_throughput=tok_s,
+                spread=coefficient_of_variation(tok_s),
+            )
+        )
+    return pooled_results
 
 
 def measured_tok_s(lines: list[GateLine]) -> dict[int, float]:

@@ -45,8 +45,8 @@ class BenchOutcome:
 
 
 def measure(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
-    """The sweep (again when gated and below a floor, `confirm`: the best of the sweeps
-    counts), then the gate and spec-decode verdicts into `outcome`. Wrong answers under
+    """The sweep (again when gated and below a floor, `confirm`: the runs of all sweeps
+    count), then the gate and spec-decode verdicts into `outcome`. Wrong answers under
     traffic, asked first, raise: no number counts then."""
     say = run.log
     if run.traffic_check is not None:
@@ -68,30 +68,30 @@ def measure(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
 
 
 def confirm(run: BenchRun, outcome: BenchOutcome) -> None:
-    """Below a floor: sweep again after a pause, up to `confirm_sweeps` times, keeping the
-    better figure at each level, until every level passes. A regression fails every sweep;
-    load on a shared box passes within a few minutes and fails one or two."""
-    bench, first = run.bench, outcome.results
-    sweeps = 0
-    while sweeps < bench.confirm_sweeps:
+    """Below a floor: sweep again after a pause, up to `confirm_sweeps` times, until the
+    median of every run of every sweep passes at each level (gates.pooled). A regression
+    reads low in every run; load on a shared box for a minute or two is outvoted."""
+    bench, sweeps = run.bench, [outcome.results]
+    while len(sweeps) <= bench.confirm_sweeps:
         below = [line for line in gate_lines(run, outcome.results)[0] if not line.ok]
         if not below:
             break
-        sweeps += 1
         run.log(
             f"throughput of {run.model} below its floor at c="
             + ",".join(str(line.concurrency) for line in below)
-            + f": measuring once more to confirm ({sweeps} of {bench.confirm_sweeps}), in "
-            f"{bench.confirm_after_s} s (a regression fails every sweep; load on the box, "
-            "which passes in a few minutes, one or two)"
+            + f": measuring once more to confirm ({len(sweeps)} of {bench.confirm_sweeps}), "
+            f"in {bench.confirm_after_s} s; every run of every sweep counts (a regression "
+            "reads low in all of them, a few minutes of load on the box in some)"
         )
         gevent.sleep(bench.confirm_after_s)
-        outcome.results = gates.better_of(outcome.results, run_sweep(run))
-    if sweeps:
+        sweeps.append(run_sweep(run))
+        outcome.results = gates.pooled(sweeps)
+    if len(sweeps) > 1:
         outcome.verdicts["confirmation"] = {
-            "first_sweep": {r.max_concurrency: r.output_throughput for r in first},
-            "confirming_sweeps": sweeps,
-            "kept": "the best sweep of all at each concurrency",
+            "first_sweep": {r.max_concurrency: r.output_throughput for r in sweeps[0]},
+            "sweeps": [{r.max_concurrency: r.output_throughput for r in s} for s in sweeps],
+            "confirming_sweeps": len(sweeps) - 1,
+            "kept": "the median of every run of every sweep at each concurrency",
         }
 
 

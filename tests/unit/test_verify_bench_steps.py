@@ -155,53 +155,57 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
 CONFIRMED = BENCH.model_copy(update={"confirm": True, "confirm_after_s": 0, "confirm_sweeps": 1})
 
 
-def test_a_gate_below_its_floor_measures_again_and_a_burst_fails_nothing(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    burst, quiet = [level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 310.0)]
-    guest = Guest(monkeypatch, [burst, quiet])
-    outcome = BenchOutcome()
-    gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
-    assert guest.swept == 2 and not outcome.failures
-    assert any("measuring once more to confirm" in s for s in guest.said)
-    # The better sweep at each level: c=1 from the second, c=8 from the first.
-    assert [round(r.output_throughput) for r in outcome.results] == [100, 400]
-    assert outcome.verdicts["confirmation"]["first_sweep"] == {1: 50.0, 8: 400.0}
-
-
-def test_a_regression_fails_both_sweeps_and_fails_the_gate(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    slow = [[level(1, 50.0), level(8, 400.0)], [level(1, 55.0), level(8, 390.0)]]
-    guest = Guest(monkeypatch, slow)
-    outcome = BenchOutcome()
-    gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
-    assert guest.swept == 2
-    assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]
-
-
-def test_load_lasting_two_sweeps_passes_on_the_third_and_a_regression_fails_all_three(
+def test_a_gate_below_its_floor_measures_again_and_a_burst_is_outvoted(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
     twice = CONFIRMED.model_copy(update={"confirm_sweeps": 2})
-    loaded = [[level(1, 50.0), level(8, 400.0)], [level(1, 60.0), level(8, 250.0)]]
-    guest = Guest(monkeypatch, [*loaded, [level(1, 98.0), level(8, 305.0)]])
+    burst, quiet = [level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 310.0)]
+    guest = Guest(monkeypatch, [burst, quiet, [level(1, 98.0), level(8, 305.0)]])
     outcome = BenchOutcome()
     gate.measure(bench_run(guest, bench=twice), True, outcome)
+    # Two sweeps' runs (50 and 100) are not a majority yet: a third sweep is measured.
     assert guest.swept == 3 and not outcome.failures
     assert any("(2 of 2)" in s for s in guest.said)
-    assert [round(r.output_throughput) for r in outcome.results] == [98, 400]
-    assert outcome.verdicts["confirmation"]["confirming_sweeps"] == 2
+    # The median of every run: c=1 of 50, 100, 98; c=8 of 400, 310, 305.
+    assert [round(r.output_throughput) for r in outcome.results] == [98, 310]
+    assert outcome.results[0].runs_output_throughput == [50.0, 100.0, 98.0]
+    confirmation = outcome.verdicts["confirmation"]
+    assert confirmation["first_sweep"] == {1: 50.0, 8: 400.0}
+    assert confirmation["confirming_sweeps"] == 2
 
-    slow = [[level(1, 50.0), level(8, 400.0)], [level(1, 55.0), level(8, 390.0)]] * 2
+
+def test_a_regression_fails_every_sweep_and_one_sweep_reading_high_does_not_pass_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    twice = CONFIRMED.model_copy(update={"confirm_sweeps": 2})
+    # 80% of the server, and one sweep of the three at 95%: the better sweep alone would
+    # pass it, the median of its runs does not.
+    slow = [
+        [level(1, 80.0), level(8, 240.0)],
+        [level(1, 95.0), level(8, 285.0)],
+        [level(1, 81.0), level(8, 243.0)],
+    ]
     guest = Guest(monkeypatch, slow)
     outcome = BenchOutcome()
     gate.measure(bench_run(guest, bench=twice), True, outcome)
     assert guest.swept == 3  # no fourth: confirm_sweeps caps it
-    assert outcome.failures and "c=1: 55.0 output tok/s" in outcome.failures[0]
+    assert outcome.failures and "c=1: 81.0 output tok/s" in outcome.failures[0]
+
+
+def test_one_confirming_sweep_is_the_median_of_both_sweeps_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    guest = Guest(
+        monkeypatch, [[level(1, 50.0), level(8, 400.0)], [level(1, 100.0), level(8, 310.0)]]
+    )
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
+    # The lower middle of two runs, as median_run takes it: one good sweep is no majority.
+    assert guest.swept == 2 and outcome.failures
+    assert [round(r.output_throughput) for r in outcome.results] == [50, 310]
 
 
 def test_a_sweep_above_its_floors_measures_once(
