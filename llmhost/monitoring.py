@@ -19,6 +19,9 @@ from llmhost.render import render_template
 PROMETHEUS_CONFIG = "/etc/prometheus/prometheus.yml"
 RULES_FILE = "/etc/prometheus/llmhost-rules.yml"
 ALERTMANAGER_CONFIG = "/etc/prometheus/alertmanager.yml"
+# It may hold the webhook URL: readable by Debian's prometheus-alertmanager (User=prometheus)
+# and root only.
+ALERTMANAGER_CONFIG_MODE = ("640", "root", "prometheus")
 PROMETHEUS_DEFAULTS = "/etc/default/prometheus"
 ALERTMANAGER_DEFAULTS = "/etc/default/prometheus-alertmanager"
 NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
@@ -119,7 +122,9 @@ def render_rules(s: MonitoringSettings, gpu_interval_s: int) -> str:
 
 
 def render_alertmanager_config(s: MonitoringSettings) -> str:
-    return render_template("alertmanager.yml.j2", s=s)
+    """Alertmanager's route and receiver; the webhook URL, a secret, only in the file."""
+    webhook = s.webhook_url.get_secret_value() if s.webhook_url else None
+    return render_template("alertmanager.yml.j2", webhook_url=webhook)
 
 
 def defaults_file(args: list[str]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from llmhost.config.guest import PackageSources
 from llmhost.config.types import IpAddress, Strict
@@ -58,7 +58,9 @@ class MonitoringSettings(Strict):
     evaluation_interval_s: int = Field(default=15, ge=1, le=300)
     alerts: AlertSettings = AlertSettings()
     # Alertmanager's one receiver: a webhook, or none (alerts visible in its UI and API only).
-    webhook_url: str | None = None
+    # A secret: a chat or paging webhook's URL is its credential. pyinfra and reprs show
+    # '**********'; the config file that holds it is 0640 root:prometheus.
+    webhook_url: SecretStr | None = None
 
     @field_validator("listen_address")
     @classmethod
@@ -83,9 +85,9 @@ class MonitoringSettings(Strict):
 
     @field_validator("webhook_url")
     @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://\S+", value):
-            raise ValueError("must be an http(s):// URL")
+    def _url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.fullmatch(r"https?://\S+", value.get_secret_value()):
+            raise ValueError("must be an http(s):// URL")  # the value itself is not repeated
         return value
 
 

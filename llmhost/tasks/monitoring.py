@@ -33,6 +33,7 @@ from llmhost.groups import (
 )
 from llmhost.monitoring import (
     ALERTMANAGER_CONFIG,
+    ALERTMANAGER_CONFIG_MODE,
     ALERTMANAGER_DEFAULTS,
     GPU_METRICS_UNIT,
     NODE_EXPORTER_DEFAULTS,
@@ -195,7 +196,7 @@ def gpu_metrics_timer(interval_s: int, attribute: str) -> None:
 
 @deploy("Prometheus and Alertmanager")
 def prometheus(cfg: MonitoringConfig, site: list[SiteHost]) -> None:
-    config, prom_args, alertmanager = monitoring_files(cfg, site)
+    config, prom_args, alertmanager_args_file = monitoring_files(cfg, site)
     boot_order(["prometheus.service", "prometheus-alertmanager.service"])
     apt_proxy(cfg.package_sources.apt_proxy)
     apt.packages(
@@ -205,6 +206,7 @@ def prometheus(cfg: MonitoringConfig, site: list[SiteHost]) -> None:
         cache_time=24 * 3600,
         no_recommends=True,
     )
+    alertmanager = [alertmanager_config(cfg), alertmanager_args_file]
     # A config that fails the check is taken out again: the next run writes and checks it
     # anew (and fails again) instead of finding it "in place"; the running Prometheus keeps
     # the config it loaded last.
@@ -241,9 +243,9 @@ def prometheus(cfg: MonitoringConfig, site: list[SiteHost]) -> None:
 
 def monitoring_files(
     cfg: MonitoringConfig, site: list[SiteHost]
-) -> tuple[list[OperationMeta], OperationMeta, list[OperationMeta]]:
+) -> tuple[list[OperationMeta], OperationMeta, OperationMeta]:
     """Config, rules and arguments, written before the packages that read them: (Prometheus's
-    config and rules, its arguments, Alertmanager's config and arguments)."""
+    config and rules, its arguments, Alertmanager's arguments)."""
     s = cfg.monitoring
     targets = scrape_targets(site)
     config = [
@@ -264,16 +266,24 @@ def monitoring_files(
         content=defaults_file(prometheus_args(s)),
         dest=PROMETHEUS_DEFAULTS,
     )
-    alertmanager = [
-        atomic_file(
-            name="Alertmanager route and receiver",
-            content=render_alertmanager_config(s),
-            dest=ALERTMANAGER_CONFIG,
-        ),
-        atomic_file(
-            name=f"Alertmanager on {s.listen_address}:{s.alertmanager_port}",
-            content=defaults_file(alertmanager_args(s)),
-            dest=ALERTMANAGER_DEFAULTS,
-        ),
-    ]
-    return config, prom_args, alertmanager
+    alertmanager_args_file = atomic_file(
+        name=f"Alertmanager on {s.listen_address}:{s.alertmanager_port}",
+        content=defaults_file(alertmanager_args(s)),
+        dest=ALERTMANAGER_DEFAULTS,
+    )
+    return config, prom_args, alertmanager_args_file
+
+
+def alertmanager_config(cfg: MonitoringConfig) -> OperationMeta:
+    """Alertmanager's route and receiver, 0640 root:prometheus (it may hold the webhook URL):
+    written after the packages, which create the prometheus group; until then Debian's own
+    file routes nothing."""
+    mode, user, group = ALERTMANAGER_CONFIG_MODE
+    return atomic_file(
+        name="Alertmanager route and receiver",
+        content=render_alertmanager_config(cfg.monitoring),
+        dest=ALERTMANAGER_CONFIG,
+        mode=mode,
+        user=user,
+        group=group,
+    )

@@ -113,6 +113,14 @@ def test_promtool_passes_the_config_and_the_rules(prometheus_url: str) -> None:
     assert "SUCCESS" in am, am
 
 
+def test_alertmanagers_file_which_may_hold_the_webhook_url_is_not_world_readable(
+    prometheus_url: str,
+) -> None:
+    mode = standin_sh("stat -c '%a %U %G' /etc/prometheus/alertmanager.yml")
+    assert mode == "640 root prometheus", mode
+    assert standin_sh("systemctl is-active prometheus-alertmanager.service") == "active"
+
+
 def test_every_replica_and_host_is_scraped(prometheus_url: str, sandbox: SandboxState) -> None:
     def all_up() -> bool:
         targets = api(prometheus_url, "targets")["activeTargets"]

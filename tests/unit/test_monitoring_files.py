@@ -4,10 +4,13 @@ own nvidia-smi answers, idle and with an orphan holding 8 GiB."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 
 from llmhost.config.loading import ConfigError
 from llmhost.config.monitoring import MetricsSettings, MonitoringSettings
@@ -163,6 +166,35 @@ def test_bad_monitoring_data_is_refused_naming_the_field(monitoring: dict, messa
 
     with pytest.raises(ConfigError, match=message):
         load_monitoring(get_host(LAB, PVE, override_data={"monitoring": monitoring}))
+
+
+def webhook_of(config: str) -> str:
+    """The receiver's URL as YAML reads it: llmhost writes it as a JSON string, which is a
+    YAML double-quoted scalar (amtool parses the file on the stand-in)."""
+    (found,) = re.findall(r"^ +- url: (.+)$", config, re.MULTILINE)
+    return json.loads(found)
+
+
+def test_a_webhook_url_is_a_secret_written_only_into_alertmanagers_file() -> None:
+    hook = "https://hooks.chat.example/services/T000/B000/s3cr3t-t0ken"
+    s = MonitoringSettings(listen_address="10.0.0.2", webhook_url=hook)
+    assert hook not in repr(s) and hook not in str(s.model_dump())
+    config = render_alertmanager_config(s)
+    assert "receiver: webhook" in config and webhook_of(config) == hook
+    # Quoted as data: a URL with YAML's own characters stays one string.
+    odd = "https://h.example/x?a=1&b='2'#\"frag\"{}"
+    odd_s = s.model_copy(update={"webhook_url": SecretStr(odd)})
+    assert webhook_of(render_alertmanager_config(odd_s)) == odd
+
+
+def test_a_bad_webhook_url_is_refused_without_repeating_it() -> None:
+    from llmhost.config.loading import load_monitoring
+    from tests.helpers import LAB, PVE, get_host
+
+    bad = {"listen_address": "10.0.0.2", "webhook_url": "hooks.example/s3cr3t"}
+    with pytest.raises(ConfigError, match="monitoring.webhook_url") as refused:
+        load_monitoring(get_host(LAB, PVE, override_data={"monitoring": bad}))
+    assert "s3cr3t" not in str(refused.value)
 
 
 def test_the_other_roles_accept_the_monitoring_keys() -> None:
