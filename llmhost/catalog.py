@@ -79,8 +79,8 @@ class BenchProfile(Strict):
     # A host baseline is the median of this many first passing runs (not one cold run's).
     baseline_runs: int = Field(default=3, ge=1, le=20)
     # A gate below its floor measures again, up to confirm_sweeps more sweeps each after a
-    # pause of confirm_after_s, and keeps the better sweep at each level: a few minutes of
-    # load on a shared box then fail nothing, a regression fails every sweep.
+    # pause of confirm_after_s, and judges each level on the median of every run of every
+    # sweep: a few minutes of load on a shared box are outvoted, a regression reads low in all.
     confirm: bool = True
     confirm_after_s: int = Field(default=60, ge=0, le=3600)  # the pause before each
     confirm_sweeps: int = Field(default=2, ge=1, le=5)

@@ -115,13 +115,13 @@ class SwitchGuard:
         assert source is not None
         self.stopped_at = time.time()
         if self.source is not None:
-            self.last_answer = last_answer(self.source)
-            if self.last_answer is None:
+            answered = last_answer(self.source)
+            if answered is None:
                 self.log(
                     f"{source} gave no answer within {LAST_ANSWER_WITHIN_S:g} s (busy with "
                     "requests in flight, or down): the downtime counts from its stop"
                 )
-            self.last_answer = self.last_answer or self.stopped_at
+            self.last_answer = answered or self.stopped_at
         self.log(f"switch {source} -> {self.plan.target}: staged; stopping {unit_of(source)}")
         self.enter(Stage.STOPPING)
         ok, stdout, stderr = self.shell(stop_command(self))
