@@ -141,6 +141,16 @@ def pooled(sweeps: list[list[LevelResult]]) -> list[LevelResult]:
     return pooled_results
 
 
+def failure_settled(line: GateLine, runs_per_sweep: int, max_sweeps: int) -> bool:
+    """Whether this level fails whatever the sweeps still allowed would read: the median
+    of all `runs_per_sweep * max_sweeps` runs (the lower middle, as `pooled` takes it) is
+    below the floor as soon as more than half of them already are. Confirmation stops
+    there: a regression costs no sweep that could not change its verdict."""
+    total = runs_per_sweep * max_sweeps
+    below = sum(1 for x in (line.runs or (line.measured,)) if x < line.floor)
+    return below >= (total - 1) // 2 + 1
+
+
 def measured_tok_s(lines: list[GateLine]) -> dict[int, float]:
     """The gated concurrencies' measured tok/s: what record_baseline stores."""
     return {line.concurrency: line.measured for line in lines}

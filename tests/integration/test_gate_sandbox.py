@@ -5,8 +5,8 @@ The module restarts the serving unit (a cold server, as after a fresh sandbox), 
 `deploys/serve.py --data verify=full` six times against a results directory of its own,
 so the first run starts a new host baseline:
 - each sweep warms the server first and measures each level three times (median);
-- the first three passing runs make the baseline (their median); the first run's figure is
-  within 10% of the baseline five runs later (or within the box's measured scatter, where
+- the first three passing runs make the baseline (their median), and that first baseline
+  is within 10% of what runs 4 to 6 measure (or within the box's measured scatter, where
   that is wider);
 - runs 4 to 6, three gates in a row on the complete baseline, all pass (ten in a row were
   measured by hand: docs/evidence/gate-quiet-gates-*.json);
@@ -32,7 +32,7 @@ from tests.helpers import REPO, SERVE, Run, guest_sh, pyinfra
 
 UNIT = "llmhost-tiny-llama.service"
 PIDFILE = "/run/llmhost-drill-throttle.pid"
-# Three make the baseline, three more must pass on it; the sixth is "five runs later". Ten in
+# Three make the baseline, three more must pass on it and measure what it says. Ten in
 # a row passed on the sandbox (docs/evidence/gate-quiet-gates-*.json); make test runs three:
 # each gate is ~50 s on a slow day, and make test's 40 minutes are the harder limit.
 QUIET = 6
@@ -111,22 +111,31 @@ def scatter_of(output: str) -> dict[int, float]:
     return {int(c): float(x) / 100 for c, x in found}
 
 
-def test_the_first_baseline_is_within_10_percent_of_the_baseline_five_runs_later(
+def measured_of(output: str) -> dict[int, float]:
+    """What a gate measured per concurrency (output tok/s, the median of its runs)."""
+    found = re.findall(r"throughput c=(\d+): ([\d.]+) output tok/s", output)
+    return {int(c): float(x) for c, x in found}
+
+
+def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_measure(
     gates: list[Run],
 ) -> None:
-    """Within 10%, or within the box's own scatter where that is wider: on a noisy shared
-    host one sweep's median moves more than 10% at c=1 (the gate then says UNRESOLVED rather
-    than judge inside its noise), and the check must not fail on what the gate measures."""
-    assert len(gates) >= 6, gates[-1].tail()
-    first = baseline_set(gates[0].output)
-    assert first is not None, gates[0].tail()
-    later = first
-    for run in gates[1:6]:
-        later = baseline_set(run.output) or later
-    scatter = scatter_of(gates[5].output)
-    for conc, figure in later.items():
+    """The first host baseline a gate is judged on (first-N: the median of the first three
+    passing runs, the first of them on the freshly restarted server) against what the server
+    measures once it has run for a while: the median of runs 4 to 6 per level. Within 10%,
+    or within the box's own scatter where that is wider (on a noisy shared host one sweep's
+    median moves more than 10% at c=1; the gate then says UNRESOLVED rather than judge
+    inside its noise). The first run alone may read low (CI's fresh clone: 25% at both
+    levels once); that is what the median of three is for, and why no floor comes from it."""
+    assert len(gates) >= QUIET, gates[-1].tail()
+    first = baseline_set(gates[2].output)  # "set (passing run 3 of 3)": the complete one
+    assert first is not None, gates[2].tail()
+    later_runs = [measured_of(run.output) for run in gates[3:QUIET]]
+    scatter = scatter_of(gates[QUIET - 1].output)
+    for conc, figure in first.items():
+        later = sorted(m[conc] for m in later_runs)[(len(later_runs) - 1) // 2]
         allowed = max(0.10, scatter.get(conc, 0.0))
-        assert abs(first[conc] - figure) <= allowed * figure, (first, later, scatter)
+        assert abs(figure - later) <= allowed * later, (first, later_runs, scatter)
 
 
 def test_consecutive_quiet_gates_pass_on_the_complete_baseline(gates: list[Run]) -> None:

@@ -194,7 +194,36 @@ def test_a_regression_fails_every_sweep_and_one_sweep_reading_high_does_not_pass
     assert outcome.failures and "c=1: 81.0 output tok/s" in outcome.failures[0]
 
 
-def test_one_confirming_sweep_is_the_median_of_both_sweeps_runs(
+def runs(conc: int, *tok_s: float) -> object:
+    """A level measured len(tok_s) times: their median is its figure, as a sweep records it."""
+    result = level(conc, sorted(tok_s)[(len(tok_s) - 1) // 2])
+    result.runs_output_throughput = list(tok_s)
+    return result
+
+
+def test_a_regression_below_its_floor_in_most_runs_takes_no_sweep_that_cannot_change_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    twice = CONFIRMED.model_copy(update={"confirm_sweeps": 2})
+    # Three runs a sweep, three sweeps at most: nine runs, whose median is the fifth. After
+    # two sweeps six of them are below c=1's floor (90): the third sweep cannot lift it.
+    slow = [runs(1, 80.0, 81.0, 79.0), runs(8, 310.0, 300.0, 305.0)]
+    guest = Guest(monkeypatch, [slow, slow, slow])
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=twice), True, outcome)
+    assert guest.swept == 2 and outcome.failures
+    assert any("no further sweep can lift the median" in s for s in guest.said), guest.said
+    # Four of six below is no majority of nine yet: the third sweep is measured.
+    top = runs(8, 310.0, 300.0, 305.0)
+    sweeps = [[runs(1, *x), top] for x in ((80.0, 81.0, 79.0), (80.0, 95.0, 96.0), (95, 96, 97))]
+    guest = Guest(monkeypatch, sweeps)
+    outcome = BenchOutcome()
+    gate.measure(bench_run(guest, bench=twice), True, outcome)
+    assert guest.swept == 3 and not outcome.failures  # the fifth of nine: 95
+
+
+def test_one_confirming_sweep_cannot_outvote_a_sweep_all_below_so_none_is_measured(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -203,9 +232,10 @@ def test_one_confirming_sweep_is_the_median_of_both_sweeps_runs(
     )
     outcome = BenchOutcome()
     gate.measure(bench_run(guest, bench=CONFIRMED), True, outcome)
-    # The lower middle of two runs, as median_run takes it: one good sweep is no majority.
-    assert guest.swept == 2 and outcome.failures
-    assert [round(r.output_throughput) for r in outcome.results] == [50, 310]
+    # The lower middle of two runs, as median_run takes it: one good sweep is no majority,
+    # so the one confirming sweep allowed could not change the verdict and is not measured.
+    assert guest.swept == 1 and outcome.failures
+    assert [round(r.output_throughput) for r in outcome.results] == [50, 400]
 
 
 def test_a_sweep_above_its_floors_measures_once(
