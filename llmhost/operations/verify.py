@@ -104,7 +104,8 @@ def load_proofs(
     verdicts = guard.verdicts if guard is not None else None
 
     def prove() -> None:
-        run_load_proofs(run, gate, cadence.decide(), ab, record, verdicts)
+        armed = (lambda: guard.armed()) if guard is not None else (lambda: False)
+        run_load_proofs(run, gate, cadence.decide(), ab, record, verdicts, armed)
 
     prove.__name__ = f"load_proofs_of_{run.model}"
     yield engine_step(prove, guard)

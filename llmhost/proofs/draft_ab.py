@@ -1,8 +1,10 @@
 """The draft A/B: the same model served without its draft, the same sweep, compared with
 the gate's sweep. A draft that does not pay fails: it costs memory and a second model.
 
-The swap stops the serving unit and starts its no-draft twin; the serving unit always runs
-again afterwards, also after a failure or Ctrl-C.
+The swap stops the serving unit and starts its no-draft twin; the serving unit runs again
+afterwards, also after a failure or Ctrl-C. One exception: a switch whose draft has just
+failed its A/B rolls back to the model before it, so the draft's unit is not loaded again
+only to be stopped (on the reference box that is a 30-minute load of a model refused).
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ class UnitSwap:
     wait: Callable[[str], None]
     shell: Shell
     log: Log = print
+    # False: on a clean exit stop the other unit and leave the main one stopped (a switch
+    # about to roll back); any exception gives the main unit back all the same.
+    give_back: bool = True
 
     def __enter__(self) -> UnitSwap:
+        self.give_back = True
         self.log(f"A/B: stopping {self.main}, starting {self.other} (same model, no draft)")
         ok, _, err = self.shell(f"systemctl stop {self.main} && systemctl start {self.other}")
         try:
@@ -44,7 +50,15 @@ class UnitSwap:
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object = None, *exc: object) -> None:
+        if exc_type is None and not self.give_back:
+            self.log(
+                f"A/B: stopping {self.other}; {self.main} stays stopped (the switch rolls back)"
+            )
+            ok, _, err = self.shell(f"setsid -w sh -c 'systemctl stop {self.other}' </dev/null")
+            if not ok:
+                raise ProofFailed(f"A/B: could not stop {self.other}: {err}")
+            return
         self.log(f"A/B: stopping {self.other}, starting {self.main} again")
         # In its own session on the guest: the swap back completes even when this run is
         # interrupted (Ctrl-C) and its ssh session goes away half-way.
@@ -70,7 +84,13 @@ def ready_waiter(run: BenchRun, load_timeout_s: int) -> Callable[[str], None]:
 
 
 def compare(
-    run: BenchRun, outcome: BenchOutcome, unit: str, ab_unit: str, tolerance: float, timeout_s: int
+    run: BenchRun,
+    outcome: BenchOutcome,
+    unit: str,
+    ab_unit: str,
+    tolerance: float,
+    timeout_s: int,
+    rolls_back: Callable[[], bool] = lambda: False,
 ) -> None:
     """Swap to the no-draft unit, sweep, swap back; the verdict (and a failure when the draft
     does not pay) goes into `outcome`, the no-draft sweep into the results directory.
@@ -78,12 +98,17 @@ def compare(
     A pair beyond the noise allowance is measured once more (`bench.confirm`, after
     `confirm_after_s`): both sweeps again, and each level keeps the better ratio. A draft
     that does not pay loses both times; load on the box during one sweep of a pair, once.
+    `rolls_back`: whether a failure now rolls a switch back; then a final failing verdict
+    leaves the draft's unit stopped instead of loading it again for nothing.
     """
     wait = ready_waiter(run, timeout_s)
     swap = UnitSwap(unit, ab_unit, wait, run.shell, run.log)
     with interruptible(f"the draft A/B of {run.model}"), swap:
         without = run_sweep(run)
-    ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
+        ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
+        settled = all(a.ok for a in ab_lines) or not run.bench.confirm
+        if settled and not all(a.ok for a in ab_lines) and rolls_back():
+            swap.give_back = False
     if run.bench.confirm and not all(a.ok for a in ab_lines):
         ab_lines = confirm_pair(run, swap, ab_lines, tolerance, outcome)
     for ab in ab_lines:

@@ -53,13 +53,17 @@ def run_load_proofs(
     ab: DraftAB | None = None,
     record: PassRecord | None = None,
     verdicts: dict[str, str] | None = None,
+    rolls_back: Callable[[], bool] = lambda: False,
 ) -> BenchOutcome:
     """Measure, compare, save; raise ProofFailed on any failed verdict. `verdicts` (a switch's)
-    receives "passed" or "FAILED" before that. A pass is recorded on the guest."""
+    receives "passed" or "FAILED" before that. A pass is recorded on the guest. `rolls_back`
+    says whether a failure now rolls a switch back (the A/B then skips a reload for nothing)."""
     outcome = BenchOutcome()
     measure(run, gate, outcome)
     if ab is not None and draft_ab_runs(ab.mode, load):
-        draft_ab.compare(run, outcome, ab.unit, ab.ab_unit, ab.tolerance, ab.load_timeout_s)
+        draft_ab.compare(
+            run, outcome, ab.unit, ab.ab_unit, ab.tolerance, ab.load_timeout_s, rolls_back
+        )
     elif ab is not None:
         run.log(f"draft A/B for {run.model} skipped: verify.draft_ab = {ab.mode}")
     save(run, outcome)

@@ -76,16 +76,17 @@ def stop_began(sandbox: SandboxState, model: str) -> float:
 
 
 def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: SandboxState) -> None:
-    # The drain: a long stream (8 x 1,800 tokens: 12 s on a normal day, 20 s on a slow one)
-    # starts at the operation just before the switch stops A (systemd's daemon-reload after
-    # B's unit is written), so it is running when A stops (A's last-answer probe waits 3 s at
-    # most); it must arrive whole, with [DONE].
+    # The drain: a long stream (8 x 1,800 tokens: 12-14 s on a normal day, 20 s on a slow
+    # one) starts when the operation that stops A begins, so it is running when A stops (A's
+    # last-answer probe waits 3 s at most); it must arrive whole, with [DONE]. (Started one
+    # operation earlier, the stream ended 0.15 s before the stop on a fast box whose host was
+    # starved by the stream itself: 13.5 s from daemon-reload to the stop.)
     streams: list[Stream] = []
     url = f"http://{sandbox.ip}:{served.port}"
     client = threading.Thread(
         target=lambda: streams.append(stream_completion(url, "tiny-llama", 1800, n=8))
     )
-    marker = "Starting operation: vLLM systemd units | systemd daemon-reload"
+    marker = "Starting operation: vLLM systemd units | switch: stop the previous model"
     run = run_with_action_at([PYINFRA, "-y", *SERVE, *B_DATA], marker, client.start)
     client.join(timeout=300)
     assert run.rc == 0, run.tail()

@@ -273,3 +273,30 @@ def test_an_ab_pair_hit_by_load_is_measured_again_and_a_draft_that_does_not_pay_
     with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
         steps(bench_run(guest, bench=CONFIRMED), gate_on=False, mode="always")
     assert guest.swept == 4
+
+
+def test_a_switch_whose_draft_fails_its_ab_does_not_load_the_draft_again_before_the_rollback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    slow, without = [level(1, 50.0), level(8, 150.0)], [level(1, 100.0), level(8, 300.0)]
+    ab = DraftAB("u.service", "u-nodraft.service", "always", 0.1, 60)
+    # A switch (the guard is armed): the reference is stopped, u.service is not started again.
+    guest = Guest(monkeypatch, [slow, without])
+    with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
+        run_load_proofs(bench_run(guest), False, RUN, ab, rolls_back=lambda: True)
+    assert guest.commands == [
+        "systemctl stop u.service && systemctl start u-nodraft.service",
+        "setsid -w sh -c 'systemctl stop u-nodraft.service' </dev/null",
+    ]
+    assert len(guest.waits) == 1  # the reference's readiness only
+    assert any("u.service stays stopped (the switch rolls back)" in s for s in guest.said)
+    # The same verdict outside a switch: the draft's unit serves again.
+    guest = Guest(monkeypatch, [slow, without])
+    with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
+        run_load_proofs(bench_run(guest), False, RUN, ab, rolls_back=lambda: False)
+    assert "systemctl start u.service" in guest.commands[-1] and len(guest.waits) == 2
+    # A draft that pays, in a switch: served again, as always.
+    guest = Guest(monkeypatch, [without, without])
+    run_load_proofs(bench_run(guest), False, RUN, ab, rolls_back=lambda: True)
+    assert "systemctl start u.service" in guest.commands[-1] and len(guest.waits) == 2
