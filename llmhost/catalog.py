@@ -81,7 +81,7 @@ class BenchProfile(Strict):
     # A gate below its floor measures again, up to confirm_sweeps more sweeps each after a
     # pause of confirm_after_s, and judges each level on the median of every run of every
     # sweep: a few minutes of load on a shared box are outvoted, a regression reads low in all.
-    # It stops once more than half of the runs all sweeps would take are below (settled).
+    # It stops once the median of all the runs all sweeps would take must be below (settled).
     confirm: bool = True
     confirm_after_s: int = Field(default=60, ge=0, le=3600)  # the pause before each
     confirm_sweeps: int = Field(default=2, ge=1, le=5)

@@ -141,13 +141,24 @@ def pooled(sweeps: list[list[LevelResult]]) -> list[LevelResult]:
     return pooled_results
 
 
-def failure_settled(line: GateLine, runs_per_sweep: int, max_sweeps: int) -> bool:
-    """Whether this level fails whatever the sweeps still allowed would read: the median
-    of all `runs_per_sweep * max_sweeps` runs (the lower middle, as `pooled` takes it) is
-    below the floor as soon as more than half of them already are. Confirmation stops
+def lowest_floor(line: GateLine, tolerance: float) -> float:
+    """The lowest floor this level could still get: a host baseline's margin grows with the
+    scatter of the runs it judges, up to `tolerance`, and never below the catalog's floor;
+    a catalog floor is fixed."""
+    if line.catalog_floor is None:
+        return line.floor
+    return min(line.floor, max(line.catalog_floor, line.baseline * (1 - tolerance)))
+
+
+def failure_settled(line: GateLine, runs_per_sweep: int, max_sweeps: int, tolerance: float) -> bool:
+    """Whether this level fails whatever the sweeps still allowed would read: the median of
+    all `runs_per_sweep * max_sweeps` runs (the lower middle, as `pooled` takes it) is below
+    the floor once that many runs, (total - 1) // 2 + 1 of them, already are, counted
+    against the lowest floor the level could still get (`lowest_floor`). Confirmation stops
     there: a regression costs no sweep that could not change its verdict."""
     total = runs_per_sweep * max_sweeps
-    below = sum(1 for x in (line.runs or (line.measured,)) if x < line.floor)
+    floor = lowest_floor(line, tolerance)
+    below = sum(1 for x in (line.runs or (line.measured,)) if x < floor)
     return below >= (total - 1) // 2 + 1
 
 

@@ -2,9 +2,10 @@
 the gate's sweep. A draft that does not pay fails: it costs memory and a second model.
 
 The swap stops the serving unit and starts its no-draft twin; the serving unit runs again
-afterwards, also after a failure or Ctrl-C. One exception: a switch whose draft has just
-failed its A/B rolls back to the model before it, so the draft's unit is not loaded again
-only to be stopped (on the reference box that is a 30-minute load of a model refused).
+afterwards, also after a failure or Ctrl-C. One exception: in a switch whose draft has just
+failed its A/B for good, the twin keeps serving (the same model, without its draft) until
+the rollback stops it and starts the model before (switch/guard.py): the draft's unit is
+not loaded again only to be stopped (on the reference box, a 30-minute load refused).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ class UnitSwap:
     wait: Callable[[str], None]
     shell: Shell
     log: Log = print
-    # False: on a clean exit stop the other unit and leave the main one stopped (a switch
-    # about to roll back); any exception gives the main unit back all the same.
+    # False: on a clean exit the other unit keeps serving and the main one stays stopped (a
+    # switch about to roll back, which stops both); an exception gives the main unit back.
     give_back: bool = True
 
     def __enter__(self) -> UnitSwap:
@@ -53,11 +54,9 @@ class UnitSwap:
     def __exit__(self, exc_type: object = None, *exc: object) -> None:
         if exc_type is None and not self.give_back:
             self.log(
-                f"A/B: stopping {self.other}; {self.main} stays stopped (the switch rolls back)"
+                f"A/B: {self.other} keeps serving and {self.main} stays stopped until the "
+                "switch rolls back"
             )
-            ok, _, err = self.shell(f"setsid -w sh -c 'systemctl stop {self.other}' </dev/null")
-            if not ok:
-                raise ProofFailed(f"A/B: could not stop {self.other}: {err}")
             return
         self.log(f"A/B: stopping {self.other}, starting {self.main} again")
         # In its own session on the guest: the swap back completes even when this run is
@@ -99,7 +98,7 @@ def compare(
     `confirm_after_s`): both sweeps again, and each level keeps the better ratio. A draft
     that does not pay loses both times; load on the box during one sweep of a pair, once.
     `rolls_back`: whether a failure now rolls a switch back; then a final failing verdict
-    leaves the draft's unit stopped instead of loading it again for nothing.
+    leaves the no-draft twin serving until the rollback, instead of loading the draft again.
     """
     wait = ready_waiter(run, timeout_s)
     swap = UnitSwap(unit, ab_unit, wait, run.shell, run.log)
@@ -110,7 +109,7 @@ def compare(
         if settled and not all(a.ok for a in ab_lines) and rolls_back():
             swap.give_back = False
     if run.bench.confirm and not all(a.ok for a in ab_lines):
-        ab_lines = confirm_pair(run, swap, ab_lines, tolerance, outcome)
+        ab_lines = confirm_pair(run, swap, ab_lines, tolerance, outcome, rolls_back)
     for ab in ab_lines:
         run.log(f"draft A/B {run.model} {ab.text()}")
     outcome.verdicts["draft_ab"] = [vars(a) | {"ok": a.ok, "ratio": a.ratio} for a in ab_lines]
@@ -123,10 +122,16 @@ def compare(
 
 
 def confirm_pair(
-    run: BenchRun, swap: UnitSwap, first: list[ABLine], tolerance: float, outcome: BenchOutcome
+    run: BenchRun,
+    swap: UnitSwap,
+    first: list[ABLine],
+    tolerance: float,
+    outcome: BenchOutcome,
+    rolls_back: Callable[[], bool],
 ) -> list[ABLine]:
-    """The A/B's pair measured again after a pause; per level, the better ratio of the two
-    pairs. The first pair's lines go into the verdicts as well."""
+    """The A/B's pair measured again after a pause, the draft first and the reference last
+    (so that a switch rolling back need not load the draft again); per level, the better
+    ratio of the two pairs. The first pair's lines go into the verdicts as well."""
     low = ",".join(str(a.concurrency) for a in first if not a.ok)
     pause = run.bench.confirm_after_s
     run.log(
@@ -138,9 +143,12 @@ def confirm_pair(
         run.log(f"draft A/B {run.model} (first pair) {ab.text()}")
     with interruptible(f"the draft A/B of {run.model}"):
         gevent.sleep(pause)
+        with_draft = run_sweep(run)
         with swap:
             without = run_sweep(run)
-        with_draft = run_sweep(run)
-    again = gates.draft_ab(with_draft, without, run.levels, tolerance)
+            again = gates.draft_ab(with_draft, without, run.levels, tolerance)
+            final = [max(a, b, key=lambda x: x.ratio) for a, b in zip(first, again, strict=True)]
+            if not all(a.ok for a in final) and rolls_back():
+                swap.give_back = False
     outcome.verdicts["draft_ab_first_pair"] = [vars(a) | {"ratio": a.ratio} for a in first]
-    return [max(a, b, key=lambda x: x.ratio) for a, b in zip(first, again, strict=True)]
+    return final

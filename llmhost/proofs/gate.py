@@ -76,19 +76,18 @@ def confirm(run: BenchRun, outcome: BenchOutcome) -> None:
         below = [line for line in gate_lines(run, outcome.results)[0] if not line.ok]
         if not below:
             break
+        total = bench.confirm_sweeps + 1
         settled = [
             line
             for line in below
-            if gates.failure_settled(
-                line, runs_per_sweep(sweeps[0], line.concurrency), bench.confirm_sweeps + 1
-            )
+            if gates.failure_settled(line, bench.runs, total, bench.tolerance)
         ]
         if settled:
             run.log(
                 f"throughput of {run.model} below its floor at c="
                 + ",".join(str(line.concurrency) for line in settled)
-                + f" in most of the runs {bench.confirm_sweeps + 1} sweeps would take: no "
-                "further sweep can lift the median, so none is measured"
+                + f" in enough of the runs {total} sweeps would take that no further sweep "
+                "can lift the median to its lowest possible floor: none is measured"
             )
             break
         run.log(
@@ -108,14 +107,6 @@ def confirm(run: BenchRun, outcome: BenchOutcome) -> None:
             "confirming_sweeps": len(sweeps) - 1,
             "kept": "the median of every run of every sweep at each concurrency",
         }
-
-
-def runs_per_sweep(sweep: list[LevelResult], concurrency: int) -> int:
-    """How many measured runs one sweep takes at this concurrency."""
-    for result in sweep:
-        if result.max_concurrency == concurrency:
-            return max(1, len(result.runs_output_throughput))
-    return 1
 
 
 def gate_lines(

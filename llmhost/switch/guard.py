@@ -179,8 +179,12 @@ class SwitchGuard:
     def _serve_source_again(self, source: RollbackTarget) -> tuple[float, str]:
         q = shlex.quote
         # In its own session: the rollback completes even if this run's ssh session dies.
+        # The target's draft A/B reference too: a draft that failed its A/B leaves it
+        # serving (the same model without its draft) until here, not a stopped guest.
+        nodraft = self.target_unit.removesuffix(".service") + "-nodraft.service"
         script = (
-            f"systemctl disable --now {q(self.target_unit)}; {self.gpu_free} && "
+            f"systemctl disable --now {q(self.target_unit)}; systemctl stop {q(nodraft)}; "
+            f"{self.gpu_free} && "
             f"systemctl enable --now {q(unit_of(source.model))}"
         )
         ok, _, stderr = self.shell(f"setsid -w sh -c {q(script)} </dev/null")

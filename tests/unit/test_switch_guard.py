@@ -85,6 +85,7 @@ def test_a_rollback_serves_the_old_model_again_and_records_it() -> None:
     assert message.startswith("switch a -> b FAILED: correctness FAILED for b\nROLLED BACK: a")
     assert g.stage is Stage.ROLLED_BACK and not g.armed()
     assert "systemctl disable --now llmhost-b.service" in guest.commands[0]
+    assert "systemctl stop llmhost-b-nodraft.service" in guest.commands[0]  # an A/B twin
     assert "systemctl enable --now llmhost-a.service" in guest.commands[0]
     record = guest.commands[1]
     assert "serving.json.tmp" in record and '"failed"' in record and '"current": "a"' in record

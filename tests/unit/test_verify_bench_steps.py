@@ -5,13 +5,16 @@ The proofs (llmhost/proofs) run for real, without pyinfra, on stand-in sweeps.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from pydantic import SecretStr
 
+from llmhost.bench import gates
 from llmhost.bench.cadence import LoadProofs
+from llmhost.bench.gates import GateLine
 from llmhost.bench.result import RequestOutcome, RunConfig, summarize
 from llmhost.bench.spec_metrics import SpecCounters
 from llmhost.catalog import BenchProfile
@@ -152,7 +155,10 @@ def test_the_ab_waits_for_both_units_with_the_key_and_saves_no_key(
     assert key not in "\n".join(guest.said)
 
 
-CONFIRMED = BENCH.model_copy(update={"confirm": True, "confirm_after_s": 0, "confirm_sweeps": 1})
+# One measured run a sweep, as the fake sweeps below give (`level`).
+CONFIRMED = BENCH.model_copy(
+    update={"confirm": True, "confirm_after_s": 0, "confirm_sweeps": 1, "runs": 1}
+)
 
 
 def test_a_gate_below_its_floor_measures_again_and_a_burst_is_outvoted(
@@ -205,7 +211,7 @@ def test_a_regression_below_its_floor_in_most_runs_takes_no_sweep_that_cannot_ch
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    twice = CONFIRMED.model_copy(update={"confirm_sweeps": 2})
+    twice = CONFIRMED.model_copy(update={"confirm_sweeps": 2, "runs": 3})
     # Three runs a sweep, three sweeps at most: nine runs, whose median is the fifth. After
     # two sweeps six of them are below c=1's floor (90): the third sweep cannot lift it.
     slow = [runs(1, 80.0, 81.0, 79.0), runs(8, 310.0, 300.0, 305.0)]
@@ -258,7 +264,7 @@ def test_an_ab_pair_hit_by_load_is_measured_again_and_a_draft_that_does_not_pay_
         [level(1, 100.0), level(8, 300.0)],
         [level(1, 200.0), level(8, 290.0)],
     )
-    again = [[level(1, 105.0), level(8, 300.0)], [level(1, 100.0), level(8, 300.0)]]
+    again = [[level(1, 100.0), level(8, 300.0)], [level(1, 105.0), level(8, 300.0)]]
     guest = Guest(monkeypatch, [with_draft, loaded_without, *again])
     outcome = steps(bench_run(guest, bench=CONFIRMED), gate_on=False, mode="always")
     assert guest.swept == 4 and not outcome.failures
@@ -269,7 +275,7 @@ def test_an_ab_pair_hit_by_load_is_measured_again_and_a_draft_that_does_not_pay_
 
     slow = [level(1, 50.0), level(8, 300.0)]
     without = [level(1, 100.0), level(8, 300.0)]
-    guest = Guest(monkeypatch, [slow, without, without, slow])
+    guest = Guest(monkeypatch, [slow, without, slow, without])
     with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
         steps(bench_run(guest, bench=CONFIRMED), gate_on=False, mode="always")
     assert guest.swept == 4
@@ -281,16 +287,22 @@ def test_a_switch_whose_draft_fails_its_ab_does_not_load_the_draft_again_before_
     monkeypatch.chdir(tmp_path)
     slow, without = [level(1, 50.0), level(8, 150.0)], [level(1, 100.0), level(8, 300.0)]
     ab = DraftAB("u.service", "u-nodraft.service", "always", 0.1, 60)
-    # A switch (the guard is armed): the reference is stopped, u.service is not started again.
+    # A switch (the guard is armed): the reference keeps serving until the rollback stops
+    # it (switch/guard.py); u.service is not started again.
     guest = Guest(monkeypatch, [slow, without])
     with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
         run_load_proofs(bench_run(guest), False, RUN, ab, rolls_back=lambda: True)
-    assert guest.commands == [
-        "systemctl stop u.service && systemctl start u-nodraft.service",
-        "setsid -w sh -c 'systemctl stop u-nodraft.service' </dev/null",
-    ]
+    assert guest.commands == ["systemctl stop u.service && systemctl start u-nodraft.service"]
     assert len(guest.waits) == 1  # the reference's readiness only
-    assert any("u.service stays stopped (the switch rolls back)" in s for s in guest.said)
+    assert any("u-nodraft.service keeps serving and u.service stays" in s for s in guest.said)
+    # With a confirming pair: the draft is measured first, the reference last, and the
+    # draft is not loaded again after the verdict either.
+    confirming = bench_run(guest := Guest(monkeypatch, [slow, without, slow, without]))
+    confirming = replace(confirming, bench=CONFIRMED)
+    with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
+        run_load_proofs(confirming, False, RUN, ab, rolls_back=lambda: True)
+    assert guest.swept == 4 and len(guest.waits) == 3  # twin, draft, twin
+    assert "systemctl start u-nodraft.service" in guest.commands[-1]
     # The same verdict outside a switch: the draft's unit serves again.
     guest = Guest(monkeypatch, [slow, without])
     with pytest.raises(ProofFailed, match="the draft of tiny does not pay"):
@@ -300,3 +312,19 @@ def test_a_switch_whose_draft_fails_its_ab_does_not_load_the_draft_again_before_
     guest = Guest(monkeypatch, [without, without])
     run_load_proofs(bench_run(guest), False, RUN, ab, rolls_back=lambda: True)
     assert "systemctl start u.service" in guest.commands[-1] and len(guest.waits) == 2
+
+
+def test_a_floor_that_could_still_drop_with_more_scatter_is_not_settled_early() -> None:
+    # A host baseline's margin grows with the judged runs' scatter, up to the tolerance: six
+    # runs at 92-93 below today's floor (93.95) are not settled while a third sweep could
+    # widen the margin and pass them (floor 92.2); a 25% regression is below any floor.
+    line = GateLine(
+        1, 92.5, 100.0, 93.95, "host baseline", 100.0, 50.0, 0.06, runs=(92.0, 92.5, 93.0) * 2
+    )
+    assert gates.lowest_floor(line, 0.2) == 80.0
+    assert not gates.failure_settled(line, 3, 3, 0.2)
+    low = replace(line, measured=75.0, runs=(75.0, 74.0, 76.0) * 2)
+    assert gates.failure_settled(low, 3, 3, 0.2)
+    # A catalog floor does not move: five of nine below it settle the level.
+    catalog = GateLine(1, 80.0, 100.0, 90.0, runs=(80.0, 81.0, 79.0, 85.0, 86.0))
+    assert gates.lowest_floor(catalog, 0.1) == 90.0 and gates.failure_settled(catalog, 3, 3, 0.1)
