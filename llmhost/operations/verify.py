@@ -104,7 +104,7 @@ def load_proofs(
     verdicts = guard.verdicts if guard is not None else None
 
     def prove() -> None:
-        armed = (lambda: guard.armed()) if guard is not None else (lambda: False)
+        armed = guard.armed if guard is not None else (lambda: False)
         run_load_proofs(run, gate, cadence.decide(), ab, record, verdicts, armed)
 
     prove.__name__ = f"load_proofs_of_{run.model}"

@@ -105,8 +105,7 @@ def compare(
     with interruptible(f"the draft A/B of {run.model}"), swap:
         without = run_sweep(run)
         ab_lines: list[ABLine] = gates.draft_ab(outcome.results, without, run.levels, tolerance)
-        settled = all(a.ok for a in ab_lines) or not run.bench.confirm
-        if settled and not all(a.ok for a in ab_lines) and rolls_back():
+        if not run.bench.confirm and not all(a.ok for a in ab_lines) and rolls_back():
             swap.give_back = False
     if run.bench.confirm and not all(a.ok for a in ab_lines):
         ab_lines = confirm_pair(run, swap, ab_lines, tolerance, outcome, rolls_back)
