@@ -4,6 +4,10 @@ A stream running when the switch stops the old model finishes first (the drain).
 
 Every switch here is the data change a user makes: `--data served_model=NAME`. The guest's
 record (/opt/llmhost/state/serving.json) is read back to check what the deploy left.
+
+The way back from the draft profile is the switch that Ctrl-C interrupts (and its rerun
+finishes), so the module loads one model fewer than a separate way back would take; each
+other test starts from the default model (nothing runs when it already serves).
 """
 
 from __future__ import annotations
@@ -40,11 +44,20 @@ B_DATA = ("--data", f"served_model={B}", "--data", 'verify={"bench": {"baselines
 pytestmark = pytest.mark.usefixtures("default_model_back")
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def from_the_default(sandbox: SandboxState) -> None:
-    """Each test starts with the default model serving (nothing runs when it does): a test
+    """The test starts with the default model serving (nothing runs when it does): a test
     that fails before its way back would otherwise fail every later one for that alone."""
     serve_default(sandbox)
+
+
+@pytest.fixture
+def from_the_draft_profile(sandbox: SandboxState) -> None:
+    """The test starts with B serving: as the draft-profile test leaves the guest, or
+    switched there now (verify=basic) when that test did not run or did not get there."""
+    if unit_state(sandbox, B) != ("active", "enabled") or record(sandbox).get("current") != B:
+        run = pyinfra(*SERVE, "--data", f"served_model={B}", *BASIC)
+        assert run.rc == 0, f"switching to {B} first failed:\n{run.tail()}"
 
 
 def record(sandbox: SandboxState) -> dict:
@@ -75,7 +88,8 @@ def stop_began(sandbox: SandboxState, model: str) -> float:
     return float(lines[-1].split()[0])
 
 
-def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: SandboxState) -> None:
+@pytest.mark.usefixtures("from_the_default")
+def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -> None:
     # The drain: a long stream (8 x 1,800 tokens: 12-14 s on a normal day, 20 s on a slow
     # one) starts when the operation that stops A begins, so it is running when A stops (A's
     # last-answer probe waits 3 s at most); it must arrive whole, with [DONE]. (Started one
@@ -113,11 +127,28 @@ def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: Sandbo
     again = pyinfra(*SERVE, *B_DATA)
     assert again.rc == 0, again.tail()
     assert not changed_ops(again.output, errors_too=True), again.tail()
+    # B keeps serving: the way back is the next test's, interrupted by Ctrl-C and rerun.
 
-    back = pyinfra(*SERVE, *BASIC)  # the way back: its proofs are readiness, correctness
-    assert back.rc == 0, back.tail()
-    assert f"SWITCH {B} -> {A}: done" in back.output
+
+@pytest.mark.usefixtures("from_the_draft_profile")
+def test_ctrl_c_during_the_switch_back_says_where_it_stands_and_the_rerun_finishes_it(
+    served: GuestConfig, sandbox: SandboxState
+) -> None:
+    # The way back: its proofs are readiness and correctness (verify=basic).
+    rc, output, took = interrupt_when([PYINFRA, "-y", *SERVE, *BASIC], "waiting for http://")
+    assert rc != 0, output[-3000:]
+    assert took <= 2.5, f"Ctrl-C took {took:.1f}s to end the run"
+    assert (
+        f"switch {B} -> {A} interrupted: llmhost-{B}.service is stopped and disabled; "
+        f"llmhost-{A}.service is enabled and loading" in output
+    ), output[-3000:]
+    assert record(sandbox)["pending"]["from"] == B
+    rerun = pyinfra(*SERVE, *BASIC)
+    assert rerun.rc == 0, rerun.tail()
+    assert f"an earlier switch {B} -> {A} was interrupted" in rerun.output
+    assert f"SWITCH {B} -> {A}: done" in rerun.output, rerun.tail()
     assert record(sandbox) == {"current": A, "previous": [B]}
+    assert unit_state(sandbox, A) == ("active", "enabled")
     assert unit_state(sandbox, B) == ("inactive", "disabled")
 
 
@@ -133,6 +164,7 @@ def test_switch_to_a_draft_profile_and_back(served: GuestConfig, sandbox: Sandbo
         ("tiny-llama-spec-traffic", "correctness under traffic ("),
     ],
 )
+@pytest.mark.usefixtures("from_the_default")
 def test_a_switch_that_fails_rolls_back_by_itself(
     served: GuestConfig, sandbox: SandboxState, model: str, failure: str
 ) -> None:
@@ -150,24 +182,7 @@ def test_a_switch_that_fails_rolls_back_by_itself(
     assert "Starting operation" not in again.output
 
 
-def test_ctrl_c_during_a_switch_says_where_it_stands_and_the_rerun_finishes_it(
-    served: GuestConfig, sandbox: SandboxState
-) -> None:
-    data = ("--data", f"served_model={B}", "--data", "verify=basic")
-    rc, output, took = interrupt_when([PYINFRA, "-y", *SERVE, *data], "waiting for http://")
-    assert rc != 0, output[-3000:]
-    assert took <= 2.5, f"Ctrl-C took {took:.1f}s to end the run"
-    assert (
-        f"switch {A} -> {B} interrupted: llmhost-{A}.service is stopped and disabled; "
-        f"llmhost-{B}.service is enabled and loading" in output
-    ), output[-3000:]
-    assert record(sandbox)["pending"]["from"] == A
-    rerun = pyinfra(*SERVE, *data)
-    assert rerun.rc == 0, rerun.tail()
-    assert f"an earlier switch {A} -> {B} was interrupted" in rerun.output
-    assert record(sandbox) == {"current": B, "previous": [A]}
-
-
+@pytest.mark.usefixtures("from_the_default")
 def test_a_switch_whose_weights_cannot_fit_stops_before_any_download(
     served: GuestConfig, sandbox: SandboxState
 ) -> None:
