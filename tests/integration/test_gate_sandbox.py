@@ -8,7 +8,7 @@ so the first run starts a new host baseline:
 - the first five passing runs make the baseline (their median: the sandbox's profile sets
   `baseline_runs = 5`), and that first baseline is within 10% of what runs 6 to 8 measure
   (or within twice the box's measured scatter, inside a sweep or between sweeps, where that
-  is wider);
+  is wider; a level whose scatter allows more than 20% is not judged, and says so);
 - runs 6 to 8, three gates in a row on the complete baseline, all pass (ten in a row were
   measured by hand: docs/evidence/gate-quiet-gates-*.json);
 then the same unit, throttled on the guest (SIGSTOP/SIGCONT on a fixed clock) to a quarter of
@@ -40,6 +40,7 @@ PIDFILE = "/run/llmhost-drill-throttle.pid"
 QUIET = 8
 FIRST_N = 5  # the sandbox profile's baseline_runs
 RESOLVED_Z = 2  # a difference of two scattered figures is resolved past 2 standard deviations
+UNRESOLVED_PAST = 0.20  # an allowance wider than the regression the gate must catch judges nothing
 GUEST_ONLY = ("--limit", "sandbox")  # the stand-in has nothing to do with a gate
 
 
@@ -135,10 +136,14 @@ def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_meas
     eight sweeps' figures around their median (robust CV): on this shared host the box's
     speed moves between sweeps minutes apart more than inside one sweep. Measured: on CI's
     slowed host runs 6 to 8 read 1,496 / 1,506 / 1,700 tok/s at c=8 against a baseline of
-    1,667 (10.7%, the gate's scatter 6.7%); here, the eight sweeps read 1,780 to 2,747
-    tok/s at c=8 within five minutes (a robust CV of 23%). A cold baseline, the fault this
-    catches (37% low, issue 21), fails on a box that moves less than 18%, as this one does on
-    a quiet stretch; the test prints the resolution it had.
+    1,667 (10.7%, the gate's scatter 6.7%); here once, the eight sweeps read 1,780 to 2,747
+    tok/s at c=8 within five minutes (a robust CV of 23%).
+
+    A level whose allowance would pass 20% is not judged: a baseline that low would hide the
+    20% regression the gate must catch, and a cold baseline widens the between-sweeps
+    scatter itself (four cold runs of five read as noise), so judging there would pass the
+    very fault this looks for (37% low, issue 21). The test prints each level's resolution;
+    when no level is resolved it is skipped, saying why, never passed.
     The first runs after a fresh sandbox may read low while this shared host is slowed (CI:
     the first run 25% low; here once: the first two 20% low); that is what the median of
     five is for, and why no floor comes from them."""
@@ -148,16 +153,27 @@ def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_meas
     sweeps = [measured_of(run.output) for run in gates[:QUIET]]
     later_runs = sweeps[FIRST_N:]
     scatter = scatter_of(gates[QUIET - 1].output)
+    judged, unresolved = [], []
     for conc, figure in first.items():
         later = sorted(m[conc] for m in later_runs)[(len(later_runs) - 1) // 2]
         between = robust_cv([m[conc] for m in sweeps])
         allowed = max(0.10, RESOLVED_Z * max(scatter.get(conc, 0.0), between))
-        print(
+        line = (
             f"c={conc}: first baseline {figure:.1f}, later runs {later:.1f} "
             f"({figure / later - 1:+.1%}); allowed {allowed:.1%} (the gate's scatter "
             f"{scatter.get(conc, 0.0):.1%}, between sweeps {between:.1%})"
         )
-        assert abs(figure - later) <= allowed * later, (first, sweeps, scatter, between)
+        print(line)
+        if allowed > UNRESOLVED_PAST:
+            unresolved.append(line)
+            continue
+        judged.append(conc)
+        assert abs(figure - later) <= allowed * later, (line, sweeps, scatter)
+    if not judged:
+        pytest.skip(
+            f"the box's scatter cannot resolve a baseline {UNRESOLVED_PAST:.0%} low at any "
+            f"level today: {'; '.join(unresolved)}"
+        )
 
 
 def test_consecutive_quiet_gates_pass_on_the_complete_baseline(gates: list[Run]) -> None:
