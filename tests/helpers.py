@@ -42,8 +42,9 @@ from llmhost.host_plan import (
 from llmhost.inventory import get_host
 from llmhost.kernel_cmdline import edit_params, grub_params, set_grub_params
 from llmhost.lxc_passthrough import passthrough_block, qm_set_commands, with_block
+from llmhost.naming import unit_name
 from llmhost.readiness import auth_headers, probe_once
-from llmhost.render import render_env, render_unit, unit_name
+from llmhost.render import render_env, render_unit
 from llmhost.testbed.sandbox import API_KEY_FILE, STATE_DIR, SandboxState, api_key, ssh_command
 
 REPO = Path(__file__).resolve().parents[1]

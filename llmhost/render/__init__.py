@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from llmhost.catalog import ModelProfile
 from llmhost.config.guest import GuestConfig
 from llmhost.host_profiles import host_profile
+from llmhost.naming import unit_name
 from llmhost.secrets import ResolvedSecrets
 
 # Set on every unit: no phoning home, no hub access at run time (weights are staged).
@@ -61,15 +62,6 @@ class UnitPaths:
 # What a stop allows the engine and its workers to exit in after the drain (TimeoutStopSec
 # was 90 before the drain existed): past it, systemd kills what is left.
 STOP_MARGIN_S = 90
-
-
-def unit_name(model: str) -> str:
-    return f"llmhost-{model}.service"
-
-
-def ab_unit_name(model: str) -> str:
-    """The same server without its draft: started only by the draft gate, never enabled."""
-    return f"llmhost-{model}-nodraft.service"
 
 
 def unit_paths(cfg: GuestConfig, model: str) -> UnitPaths:

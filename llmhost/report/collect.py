@@ -29,7 +29,8 @@ from llmhost.facts.nvidia import HostDriverVersion
 from llmhost.groups import is_monitoring_host, is_proxmox_host, is_serving_guest
 from llmhost.host_plan import GRUB_DEFAULT, SYSCTL_FILE, SYSTEMD_BOOT_CMDLINE, plan
 from llmhost.kernel_cmdline import grub_params
-from llmhost.render import render_env, unit_env, unit_name, unit_paths
+from llmhost.naming import unit_name
+from llmhost.render import render_env, unit_env, unit_paths
 from llmhost.report import facts as rf
 from llmhost.report import sections as sec
 from llmhost.report.markdown import host_md, site_md

@@ -19,10 +19,11 @@ from typing import Any
 from pydantic import SecretStr
 
 from llmhost.interrupt import Interrupted, interruptible
+from llmhost.naming import ab_unit_name, unit_name
 from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
 from llmhost.proofs.correct import CorrectnessCheck
 from llmhost.readiness import auth_headers, probe_once, wait_ready
-from llmhost.switch.plan import ServingRecord, SwitchPlan, unit_of
+from llmhost.switch.plan import ServingRecord, SwitchPlan
 from llmhost.switch.stages import NEXT, ROLL_BACK_FROM, Stage, first_stage, where
 
 
@@ -99,7 +100,7 @@ class SwitchGuard:
     def where(self) -> str:
         """Exactly where an interrupted switch left the guest, and how to go on."""
         source, target = self.plan.source, self.plan.target
-        old, new = unit_of(str(source)), self.target_unit
+        old, new = unit_name(str(source)), self.target_unit
         return (
             f"switch {source} -> {target} interrupted: {where(self.stage, old, new, str(source))} "
             f"(files and weights of both kept). Rerun the same command to finish the switch "
@@ -122,12 +123,12 @@ class SwitchGuard:
                     "requests in flight, or down): the downtime counts from its stop"
                 )
             self.last_answer = answered or self.stopped_at
-        self.log(f"switch {source} -> {self.plan.target}: staged; stopping {unit_of(source)}")
+        self.log(f"switch {source} -> {self.plan.target}: staged; stopping {unit_name(source)}")
         self.enter(Stage.STOPPING)
         ok, stdout, stderr = self.shell(stop_command(self))
         if not ok:
             raise ProofFailed(
-                f"stopping {unit_of(source)} or freeing the GPUs failed: {tail(stdout, stderr)}"
+                f"stopping {unit_name(source)} or freeing the GPUs failed: {tail(stdout, stderr)}"
             )
         self.enter(Stage.STOPPED)
 
@@ -172,7 +173,7 @@ class SwitchGuard:
         self.enter(Stage.ROLLED_BACK)
         raise SwitchFailed(
             f"switch {source.model} -> {self.plan.target} FAILED: {why}\n"
-            f"ROLLED BACK: {source.model} serves again ({unit_of(source.model)}: ready after "
+            f"ROLLED BACK: {source.model} serves again ({unit_name(source.model)}: ready after "
             f"{waited:.0f}s{lines}); {self.plan.target}'s unit is stopped and disabled"
         ) from None
 
@@ -181,16 +182,16 @@ class SwitchGuard:
         # In its own session: the rollback completes even if this run's ssh session dies.
         # The target's draft A/B reference too: a draft that failed its A/B leaves it
         # serving (the same model without its draft) until here, not a stopped guest.
-        nodraft = self.target_unit.removesuffix(".service") + "-nodraft.service"
+        nodraft = ab_unit_name(self.plan.target)
         script = (
             f"systemctl disable --now {q(self.target_unit)}; systemctl stop {q(nodraft)}; "
             f"{self.gpu_free} && "
-            f"systemctl enable --now {q(unit_of(source.model))}"
+            f"systemctl enable --now {q(unit_name(source.model))}"
         )
         ok, _, stderr = self.shell(f"setsid -w sh -c {q(script)} </dev/null")
         if not ok:
             tail = "\n".join(stderr.splitlines()[-10:])
-            raise ProofFailed(f"could not start {unit_of(source.model)}: {tail}")
+            raise ProofFailed(f"could not start {unit_name(source.model)}: {tail}")
         result = wait_ready(
             source.base_url,
             source.served_name,
@@ -201,7 +202,7 @@ class SwitchGuard:
         )
         if not result.ready:
             raise ProofFailed(
-                f"{unit_of(source.model)} not ready at stage {result.stage}: {result.detail}"
+                f"{unit_name(source.model)} not ready at stage {result.stage}: {result.detail}"
             )
         if source.check is None:
             return result.waited_s, ", no correctness probe"
@@ -246,7 +247,7 @@ def stop_command(guard: SwitchGuard) -> str:
     plan = guard.plan
     assert plan.source is not None
     pending = record_command(guard.record_path, plan.pending_record(time.time()))
-    old = shlex.quote(unit_of(plan.source))
+    old = shlex.quote(unit_name(plan.source))
     return f"{pending} && systemctl disable --now {old} && {guard.gpu_free}"
 
 

@@ -22,29 +22,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmhost.naming import ab_unit_name, model_of_unit, unit_name, units_of
+
 RECORD_NAME = "serving.json"
 
 
 def record_path(root_dir: str) -> str:
     """Where the guest keeps its serving record."""
     return f"{root_dir}/state/{RECORD_NAME}"
-
-
-def unit_of(model: str) -> str:
-    return f"llmhost-{model}.service"
-
-
-def units_of(model: str) -> set[str]:
-    """A model's serving unit and its draft A/B reference unit (which may not exist)."""
-    return {unit_of(model), f"llmhost-{model}-nodraft.service"}
-
-
-def model_of_unit(unit: str) -> str | None:
-    """The model a serving unit serves; None for A/B reference units and foreign names."""
-    if not (unit.startswith("llmhost-") and unit.endswith(".service")):
-        return None
-    model = unit.removeprefix("llmhost-").removesuffix(".service")
-    return None if model.endswith("-nodraft") or not model else model
 
 
 @dataclass(frozen=True)
@@ -166,7 +151,7 @@ def plan_switch(
         )
     elif record.pending is not None:
         notes.append(f"an interrupted switch back to {target}: {target} is the target again")
-    elif record.current and record.current != target and unit_of(record.current) in units_on_disk:
+    elif record.current and record.current != target and unit_name(record.current) in units_on_disk:
         source = record.current
     elif not record.current:
         others = [
@@ -205,7 +190,7 @@ def conflicts_with(target: str, co_served: set[str], servable: list[str]) -> lis
     """
     others = [m for m in servable if m != target and m not in co_served]
     units = sorted(set().union(*(units_of(m) for m in others)) if others else set())
-    return sorted({*units, f"llmhost-{target}-nodraft.service"} - {unit_of(target)})
+    return sorted({*units, ab_unit_name(target)} - {unit_name(target)})
 
 
 def weights_to_prune(on_disk: list[str], keep: set[str]) -> list[str]:

@@ -19,6 +19,7 @@ from llmhost.bench.cadence import parse_last_pass
 from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText
+from llmhost.naming import ab_unit_name, unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.serving import ready
 from llmhost.operations.switch import SwitchGuard
@@ -30,7 +31,7 @@ from llmhost.operations.verify import (
     correct,
     load_proofs,
 )
-from llmhost.render import ab_unit_name, bench_levels_path, refcheck_path, unit_name, unit_paths
+from llmhost.render import bench_levels_path, refcheck_path, unit_paths
 from llmhost.secrets import ResolvedSecrets
 from llmhost.tasks.vllm_service import UnitOps, has_ab_unit
 

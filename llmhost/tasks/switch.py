@@ -13,10 +13,11 @@ from pyinfra.api.exceptions import PyinfraError
 from llmhost import interrupt
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
+from llmhost.naming import unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.models import MARKER, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
-from llmhost.render import gpu_free_command, unit_name
+from llmhost.render import gpu_free_command
 from llmhost.secrets import ResolvedSecrets
 from llmhost.switch.plan import ServingRecord, failed_before, plan_switch, record_path
 from llmhost.tasks.hooks import correctness_check, probe_address

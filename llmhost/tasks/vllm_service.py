@@ -14,11 +14,12 @@ from pyinfra.operations.util import any_changed
 from llmhost.catalog import servable_models
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit
+from llmhost.naming import ab_unit_name, unit_name
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import MARKER
 from llmhost.operations.switch import SwitchGuard, switch_start, switch_stop
 from llmhost.operations.venv import SPEC_FILE
-from llmhost.render import ab_unit_name, render_env, render_unit, unit_name, unit_paths
+from llmhost.render import render_env, render_unit, unit_paths
 from llmhost.secrets import ResolvedSecrets
 from llmhost.switch.plan import conflicts_with
 from llmhost.tasks.model_stage import models_to_stage

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
+from llmhost.naming import unit_name
 from llmhost.proofs.base import ProofFailed
 from llmhost.switch.guard import LAST_ANSWER_WITHIN_S, RollbackTarget, SwitchFailed, SwitchGuard
-from llmhost.switch.plan import Pending, ServingRecord, plan_switch, unit_of
+from llmhost.switch.plan import Pending, ServingRecord, plan_switch
 from llmhost.switch.stages import NEXT, Stage
 from tests.helpers import FakeVLLM
 
@@ -31,13 +32,13 @@ def guard(guest: Guest, url: str = "http://127.0.0.1:9", resumed: bool = False) 
     record = (
         ServingRecord(pending=Pending("a", "b", 1.0)) if resumed else ServingRecord(current="a")
     )
-    plan = plan_switch(record, "b", [unit_of("a")], [unit_of("a")], set(), 1)
+    plan = plan_switch(record, "b", [unit_name("a")], [unit_name("a")], set(), 1)
     source = RollbackTarget("a", url, "m", 5, check=None)
     return SwitchGuard(
         plan,
         "g1",
         "/opt/llmhost/state/serving.json",
-        unit_of("b"),
+        unit_name("b"),
         source,
         "true",
         "results",
@@ -119,7 +120,7 @@ def test_the_steps_record_pending_stop_start_and_commit_through_the_shell() -> N
     assert g.stage is Stage.STOPPED and g.last_answer is not None  # no server: the stop time
     (pending,) = guest.commands
     assert pending.index('"pending"') < pending.index("systemctl disable --now llmhost-a.service")
-    g.start_new(unit_of("b"))
+    g.start_new(unit_name("b"))
     assert guest.commands[-1] == "systemctl enable --now llmhost-b.service"
     g.answered()
     g.commit()

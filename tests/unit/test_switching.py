@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from llmhost.naming import ab_unit_name, model_of_unit, unit_name, units_of
 from llmhost.switch.guard import record_command, summary_lines
 from llmhost.switch.plan import (
     Pending,
@@ -15,15 +16,12 @@ from llmhost.switch.plan import (
     SwitchPlan,
     conflicts_with,
     failed_before,
-    model_of_unit,
     plan_switch,
-    unit_of,
-    units_of,
     weights_to_prune,
 )
 
-A, B, C, Z = unit_of("a"), unit_of("b"), unit_of("c"), unit_of("z")
-A_NODRAFT = "llmhost-a-nodraft.service"
+A, B, C, Z = unit_name("a"), unit_name("b"), unit_name("c"), unit_name("z")
+A_NODRAFT = ab_unit_name("a")
 
 
 def plan(
