@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import requests
 from pydantic import SecretStr
 
+from llmhost.wait import until
+
 Headers = Mapping[str, str] | None
 
 # The environment variable llmhost's clients read the API key from (`python -m llmhost.bench`,
@@ -126,19 +128,25 @@ def wait_ready(
     """
     start = time.monotonic()
     last_log = -progress_every_s
-    while True:
+    results: list[Readiness] = []
+
+    def settled() -> bool:
+        """Ready, or an answer that waiting will not change (a refused key, a crash)."""
+        nonlocal last_log
         result = probe_once(base_url, served_name, headers=headers)
+        results.append(result)
         waited = time.monotonic() - start
         result.waited_s = round(waited, 1)
         if result.ready or result.stage == "auth":
-            return result
-        if waited >= timeout_s:
-            return result
+            return True
         if waited - last_log >= progress_every_s:
             log(f"waiting for {base_url} ({waited:.0f}s / {timeout_s:.0f}s): {result.detail}")
             last_log = waited
             crashed = crash_check() if crash_check else None
             if crashed:
                 result.stage, result.detail = "crashed", crashed
-                return result
-        time.sleep(interval_s)
+                return True
+        return False
+
+    until(settled, timeout_s, every_s=interval_s)
+    return results[-1]

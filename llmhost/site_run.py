@@ -22,10 +22,11 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from llmhost.wait import until
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOYS = REPO / "deploys"
@@ -76,15 +77,18 @@ def wait_for_guests(
     log: Callable[[str], None] = say,
 ) -> list[Target]:
     """Wait until each target's sshd answers; those that never did (the site run fails them)."""
-    deadline = time.monotonic() + timeout_s
     waiting = [t for t in targets if not ssh_answers(t)]
-    if waiting:
-        log(f"--> waiting for {', '.join(t.name for t in waiting)} (ssh), up to {timeout_s:.0f} s")
-    while waiting and time.monotonic() < deadline:
-        time.sleep(2)
+    if not waiting:
+        return []
+    log(f"--> waiting for {', '.join(t.name for t in waiting)} (ssh), up to {timeout_s:.0f} s")
+
+    def all_answer() -> bool:
         for target in [t for t in waiting if ssh_answers(t)]:
             log(f"    {target.name} answers")
             waiting.remove(target)
+        return not waiting
+
+    until(all_answer, timeout_s, every_s=2)
     return waiting
 
 

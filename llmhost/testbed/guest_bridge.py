@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from llmhost.wait import until
+
 GUESTS_DIR = "var/lib/llmhost-standin/guests"
 START_TIMEOUT_S = 60
 
@@ -37,9 +39,7 @@ def write_state(path: Path, state: str) -> None:
 
 def start(name: str) -> None:
     subprocess.run(["lxc-start", "-n", name, "-d"], capture_output=True, timeout=60)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while container_state(name) != "running" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    until(lambda: container_state(name) == "running", START_TIMEOUT_S)
 
 
 def serve(rootfs: Path, mapping: dict[int, str]) -> None:

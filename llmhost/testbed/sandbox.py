@@ -20,6 +20,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from llmhost.wait import until
+
 # The checkout this test bed belongs to: its state, logs and keys live in <repo>/.sandbox.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = Path(os.environ.get("LLMHOST_SANDBOX_DIR", REPO_ROOT / ".sandbox"))
@@ -137,13 +139,13 @@ def _check_alive(name: str) -> None:
 def _wait_port(port: int, timeout: float = 30) -> None:
     import socket
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listens() -> bool:
         with socket.socket() as s:
             s.settimeout(1)
-            if s.connect_ex((BRIDGE_IP, port)) == 0:
-                return
-        time.sleep(0.3)
+            return s.connect_ex((BRIDGE_IP, port)) == 0
+
+    if until(listens, timeout, every_s=0.3):
+        return
     raise SandboxError(f"nothing listens on {BRIDGE_IP}:{port} after {timeout}s (see {STATE_DIR})")
 
 
@@ -338,23 +340,18 @@ def write_ssh_config(key: Path) -> Path:
 
 
 def wait_booted(timeout: float = 120, name: str = CONTAINER) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = _run(
-            ["lxc-attach", "-n", name, "--", "systemctl", "is-system-running"], check=False
-        ).stdout.strip()
-        if out in ("running", "degraded"):
-            return
-        time.sleep(0.5)
+    def booted() -> bool:
+        command = ["lxc-attach", "-n", name, "--", "systemctl", "is-system-running"]
+        return _run(command, check=False).stdout.strip() in ("running", "degraded")
+
+    if until(booted, timeout):
+        return
     raise SandboxError(f"{name}: systemd did not reach running within {timeout}s")
 
 
 def wait_ssh(key: Path, timeout: float = 60, ip: str = GUEST_IP) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _run(ssh_command(key, ip) + ["true"], check=False).returncode == 0:
-            return
-        time.sleep(0.5)
+    if until(lambda: _run(ssh_command(key, ip) + ["true"], check=False).returncode == 0, timeout):
+        return
     raise SandboxError(f"ssh to root@{ip} failed for {timeout}s")
 
 
