@@ -6,41 +6,38 @@ import shlex
 import time
 from typing import Any
 
-from pydantic import SecretStr
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, operation
 from pyinfra.context import state
 
+from llmhost.endpoint import Endpoint
 from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
 from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
 from llmhost.operations.rollback import rolls_back
-from llmhost.readiness import Readiness, auth_headers, wait_ready
+from llmhost.readiness import Readiness
 
 
 @operation()
 @fails_its_host
 def ready(
     unit: str,
-    base_url: str,
-    served_name: str,
+    endpoint: Endpoint,
     timeout_s: int,
-    api_key: SecretStr | None = None,
     started_by: Any = None,
     guard: Any = None,
 ):
     """
-    Wait until the unit serves: /health, /v1/models lists ``served_name``, 1-token completion.
+    Wait until the unit serves: /health, /v1/models lists its served name, a 1-token completion.
 
     Runs at execution time from the control machine and yields no command, so a converged
     host still reports zero changes. On timeout it fails with the unit's last journal lines.
 
     + unit: the systemd unit serving the model
-    + base_url: http://<guest>:<port>
-    + served_name: the name /v1/models must list
+    + endpoint: where it answers (Endpoint: URL, served name, the site's API key, which its
+      repr leaves out)
     + timeout_s: the profile's load timeout
-    + api_key: the site's vLLM API key, sent on /v1/*; a SecretStr, so pyinfra shows '**********'
     + started_by: the operations that may have (re)started the unit in this run (UnitOps):
       a unit this run started that never gets ready is stopped and disabled, not left
       restarting forever (on a first deploy there is nothing to roll back to)
@@ -62,24 +59,21 @@ def ready(
 
     with rolls_back(guard):
         with interruptible(f"readiness of {unit}"):
-            result = wait_ready(
-                base_url,
-                served_name,
+            result = endpoint.wait_ready(
                 timeout_s,
                 log=say,
                 interval_s=0.5 if guard is not None else 2.0,  # a switch measures downtime
                 crash_check=crash_check,
-                headers=auth_headers(api_key),
             )
         if not result.ready:
             give_up(unit, result, started_by)
     if guard is not None:
         guard.answered()  # the new model's first answer: the switch's downtime ends here
     say(
-        f"READY {served_name} at {base_url} after {result.waited_s:.0f}s "
+        f"READY {endpoint.served_name} at {endpoint.base_url} after {result.waited_s:.0f}s "
         f"(models: {', '.join(result.models)}; 1-token completion: {result.completion!r})"
     )
-    host.noop(f"{unit} serves {served_name} at {base_url}")
+    host.noop(f"{unit} serves {endpoint.served_name} at {endpoint.base_url}")
     yield from ()  # a verification: never a command, never a change
 
 

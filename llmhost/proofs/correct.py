@@ -13,27 +13,24 @@ import shlex
 from dataclasses import dataclass, field
 
 import requests
-from pydantic import SecretStr
 
 from llmhost.catalog import CorrectnessProfile
 from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
+from llmhost.endpoint import Endpoint
 from llmhost.interrupt import interruptible
 from llmhost.proofs.base import ProofFailed, Shell, no_shell
-from llmhost.readiness import auth_headers
 
 
 @dataclass(frozen=True)
 class CorrectnessCheck:
     """What the correctness probe of one model needs; a switch's rollback runs it too."""
 
-    base_url: str  # http://<guest>:<port>
-    served_name: str  # the model name the server answers to
+    endpoint: Endpoint  # the server, the name it answers to, the site's key
     model: str  # the catalog profile (for messages)
     correctness: CorrectnessProfile  # prompts, golden answers, reference, degenerate settings
     model_dir: str  # the weights on the guest (for the transformers reference)
     python: str  # the venv's python on the guest (torch + transformers)
     refcheck: str  # path of refcheck.py on the guest
-    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
     # Where the guest keeps the reference's verdicts: a no-op converge imports no torch.
     reference_cache: str | None = None
     shell: Shell = field(default=no_shell, repr=False, compare=False)  # the transformers reference
@@ -71,20 +68,19 @@ class CorrectnessCheck:
         return self.judged(completions, f"under traffic ({side.answered} side requests): ")
 
     def side_traffic(self) -> SideTraffic:
-        return SideTraffic(self.base_url, self.served_name, auth_headers(self.api_key))
+        at = self.endpoint
+        return SideTraffic(at.base_url, at.served_name, at.headers())
 
     def complete(self, prompts: list[str]) -> list[Completion]:
-        headers = auth_headers(self.api_key)
+        at, max_tokens = self.endpoint, self.correctness.max_tokens
         try:
             return [
-                greedy(
-                    self.base_url, self.served_name, p, self.correctness.max_tokens, headers=headers
-                )
+                greedy(at.base_url, at.served_name, p, max_tokens, headers=at.headers())
                 for p in prompts
             ]
         except requests.RequestException as exc:
             raise ProofFailed(
-                f"correctness: a completion from {self.base_url} failed: {exc}"
+                f"correctness: a completion from {at.base_url} failed: {exc}"
             ) from None
 
     def judged(self, completions: list[Completion], label: str) -> str:

@@ -21,7 +21,6 @@ from llmhost.interrupt import interruptible
 from llmhost.proofs.base import Log, ProofFailed, Shell
 from llmhost.proofs.gate import BenchOutcome
 from llmhost.proofs.sweep import BenchRun, run_sweep
-from llmhost.readiness import wait_ready
 
 
 @dataclass
@@ -73,9 +72,7 @@ def ready_waiter(run: BenchRun, load_timeout_s: int) -> Callable[[str], None]:
     """What the A/B's unit swap waits on: the unit it started answers, or the A/B fails."""
 
     def wait(unit: str) -> None:
-        result = wait_ready(
-            run.base_url, run.served_name, load_timeout_s, log=run.log, headers=run.headers()
-        )
+        result = run.endpoint.wait_ready(load_timeout_s, log=run.log)
         if not result.ready:
             raise ProofFailed(f"A/B: {unit} not ready: {result.stage}: {result.detail}")
 

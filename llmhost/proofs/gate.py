@@ -52,7 +52,7 @@ def measure(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
     if run.traffic_check is not None:
         say(f"correctness OK for {run.model} {run.traffic_check.run_under_traffic()}")
     bench = run.bench
-    before = fetch_spec_counters(run.base_url)
+    before = fetch_spec_counters(run.endpoint.base_url)
     say(
         f"benchmark {run.model}: {bench.input_len} in / {bench.output_len} out tokens, "
         f"c={run.levels}"
@@ -61,7 +61,7 @@ def measure(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
         outcome.results = run_sweep(run)
         if gate and bench.confirm:
             confirm(run, outcome)
-    after = fetch_spec_counters(run.base_url)
+    after = fetch_spec_counters(run.endpoint.base_url)
     judge_gate(run, gate, outcome)
     if before is not None and after is not None:
         record_acceptance(run, acceptance(before, after), outcome)

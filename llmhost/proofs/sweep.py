@@ -33,24 +33,22 @@ from llmhost.bench.history import save_run
 from llmhost.bench.result import LevelResult, RunConfig, median_run
 from llmhost.bench.sweep import git_sha, server_version
 from llmhost.catalog import BenchProfile
+from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted
 from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
 from llmhost.proofs.correct import CorrectnessCheck
-from llmhost.readiness import API_KEY_ENV, auth_headers
+from llmhost.readiness import API_KEY_ENV
 
 
 @dataclass(frozen=True)
 class BenchRun:
     """What identifies a benchmark run: the server, the model, its benchmark, where results go."""
 
-    base_url: str  # http://<guest>:<port>
-    served_name: str  # the model name the server answers to
+    endpoint: Endpoint  # the server, the name it answers to, the site's key (sent, saved nowhere)
     model: str  # the catalog profile
     bench: BenchProfile  # lengths, concurrencies (baseline keys), tolerance
     labels: dict[str, str]  # host (required), host profile, model profile for the results
     results_dir: str  # on the control machine; relative: to the directory pyinfra runs in
-    # The site's vLLM API key: sent by the sweep and the A/B's readiness, saved nowhere.
-    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
     venv: str = ""  # what the host baseline is keyed on, with the driver and the settings
     driver: str = ""  # the NVIDIA driver pin; "" on a CPU guest
     rebaseline: bool = False  # verify.rebaseline: this run replaces the host's baseline
@@ -64,9 +62,6 @@ class BenchRun:
     @property
     def host(self) -> str:
         return self.labels["host"]
-
-    def headers(self) -> dict[str, str]:
-        return auth_headers(self.api_key)
 
     def baseline_key(self) -> BaselineKey:
         settings = bench_settings(self.bench.input_len, self.bench.output_len, self.levels)
@@ -99,7 +94,7 @@ def run_sweep(run: BenchRun) -> list[LevelResult]:
     failed = [r for r in results if r.failed]
     if failed:
         errors = "; ".join(e for r in failed for e in r.errors)
-        raise ProofFailed(f"benchmark requests failed at {run.base_url}: {errors}")
+        raise ProofFailed(f"benchmark requests failed at {run.endpoint.base_url}: {errors}")
     return results
 
 
@@ -109,13 +104,13 @@ def guest_sweep(run: BenchRun) -> list[LevelResult]:
     each level's result is its median run (with every run's tok/s and their spread)."""
     assert run.guest is not None
     say = run.log
-    version, sha = server_version(run.base_url), git_sha()
+    version, sha = server_version(run.endpoint.base_url), git_sha()
     say(
         f"benchmark {run.model}: vllm bench serve on the guest at 127.0.0.1, c={run.levels}, "
         f"warm-up then {run.bench.runs} run(s) a level"
     )
     prefix = f"/tmp/llmhost-bench-{run.model}"
-    command = bench_command(run.guest, run.bench, run.served_name, run.levels, prefix)
+    command = bench_command(run.guest, run.bench, run.endpoint.served_name, run.levels, prefix)
     try:
         ok, stdout, stderr = run.shell(command)
     except Interrupted:  # Ctrl-C: the benchmark must not go on loading the server
@@ -139,7 +134,7 @@ def guest_sweep(run: BenchRun) -> list[LevelResult]:
             raise ProofFailed(f"vllm bench serve on the guest gave no result for c={conc}")
         config = RunConfig(
             base_url=f"http://127.0.0.1:{run.guest.port}",
-            model=run.served_name,
+            model=run.endpoint.served_name,
             input_len=run.bench.input_len,
             output_len=run.bench.output_len,
             max_concurrency=conc,
@@ -177,18 +172,22 @@ def control_sweep(run: BenchRun) -> list[LevelResult]:
             "-m",
             "llmhost.bench",
             "--url",
-            run.base_url,
+            run.endpoint.base_url,
             "--model",
-            run.served_name,
+            run.endpoint.served_name,
             "--bench-json",
             run.bench.model_dump_json(),
             "--json",
             str(out),
         ]
         argv += [f"--label={k}={v}" for k, v in run.labels.items()]
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=sweep_env(run.api_key))
+        proc = subprocess.run(
+            argv, stdout=subprocess.PIPE, text=True, env=sweep_env(run.endpoint.api_key)
+        )
         if not out.exists():
-            raise ProofFailed(f"benchmark against {run.base_url} failed (exit {proc.returncode})")
+            raise ProofFailed(
+                f"benchmark against {run.endpoint.base_url} failed (exit {proc.returncode})"
+            )
         results = [LevelResult.from_json(r) for r in json.loads(out.read_text())]
     for result in results:
         result.config.measured_by = END_TO_END

@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-
+from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted, interruptible
 from llmhost.naming import ab_unit_name, unit_name
 from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
 from llmhost.proofs.correct import CorrectnessCheck
-from llmhost.readiness import auth_headers, probe_once, wait_ready
 from llmhost.switch.plan import ServingRecord, SwitchPlan
 from llmhost.switch.stages import NEXT, ROLL_BACK_FROM, Stage, first_stage, where
 
@@ -36,11 +34,9 @@ class RollbackTarget:
     """The model a switch leaves: how to reach it again and prove it answers right."""
 
     model: str
-    base_url: str
-    served_name: str
+    endpoint: Endpoint
     load_timeout_s: int
     check: CorrectnessCheck | None  # None: the profile has no correctness probe
-    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -192,14 +188,7 @@ class SwitchGuard:
         if not ok:
             tail = "\n".join(stderr.splitlines()[-10:])
             raise ProofFailed(f"could not start {unit_name(source.model)}: {tail}")
-        result = wait_ready(
-            source.base_url,
-            source.served_name,
-            source.load_timeout_s,
-            log=self.log,
-            interval_s=1.0,
-            headers=auth_headers(source.api_key),
-        )
+        result = source.endpoint.wait_ready(source.load_timeout_s, log=self.log, interval_s=1.0)
         if not result.ready:
             raise ProofFailed(
                 f"{unit_name(source.model)} not ready at stage {result.stage}: {result.detail}"
@@ -261,13 +250,7 @@ def last_answer(source: RollbackTarget) -> float | None:
     """The old model's last answer (readiness's probe: a one-token completion) just before it
     stops: downtime starts here. None when it gives none within LAST_ANSWER_WITHIN_S (the
     downtime then counts from the stop)."""
-    answered = probe_once(
-        source.base_url,
-        source.served_name,
-        LAST_ANSWER_WITHIN_S,
-        headers=auth_headers(source.api_key),
-        answer_within=LAST_ANSWER_WITHIN_S,
-    )
+    answered = source.endpoint.probe(LAST_ANSWER_WITHIN_S, answer_within=LAST_ANSWER_WITHIN_S)
     return time.time() if answered.ready else None
 
 

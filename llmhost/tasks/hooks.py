@@ -11,13 +11,13 @@ value only inside them, so no pyinfra output (also at -vvv) can show it.
 
 from __future__ import annotations
 
-from pydantic import SecretStr
 from pyinfra import host
 from pyinfra.api import deploy
 
 from llmhost.bench.cadence import parse_last_pass
 from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
+from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText
 from llmhost.naming import ab_unit_name, unit_name
 from llmhost.operations.log import guest_run, say
@@ -53,28 +53,26 @@ def hooks(
     api_key = secrets.api_key
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
-        base_url = f"http://{probe_address(cfg)}:{port}"
-        served = str(profile.served_name)
+        endpoint = Endpoint(
+            f"http://{probe_address(cfg)}:{port}", str(profile.served_name), api_key
+        )
         guard = switch if switch is not None and model == cfg.served_model else None
         ready(
             name=f"readiness of {unit_name(model)}",
             unit=unit_name(model),
-            base_url=base_url,
-            served_name=served,
+            endpoint=endpoint,
             timeout_s=profile.load_timeout_s,
-            api_key=api_key,
             started_by=restarts.get(model),
             guard=guard,
         )
         check = None
         if cfg.verify.correctness and profile.correctness:
-            check = correctness_check(cfg, model, base_url, api_key)
+            check = correctness_check(cfg, model, endpoint)
             correct(name=f"correctness of {model}", check=check, guard=guard)
         bench = cfg.bench_for(model)
         if bench and (cfg.verify.throughput_gate or has_ab_unit(cfg, model)):
             run = BenchRun(
-                base_url=base_url,
-                served_name=served,
+                endpoint=endpoint,
                 model=model,
                 bench=bench,
                 labels={
@@ -83,7 +81,6 @@ def hooks(
                     "model_profile": model,
                 },
                 results_dir=cfg.verify.results_dir,
-                api_key=api_key,
                 venv=cfg.venv_name,
                 driver=cfg.cuda.driver_version if cfg.cuda else "",
                 rebaseline=cfg.verify.rebaseline,
@@ -99,22 +96,18 @@ def hooks(
             prove_throughput(cfg, run, restarts.get(model), guard)
 
 
-def correctness_check(
-    cfg: GuestConfig, model: str, base_url: str, api_key: SecretStr | None
-) -> CorrectnessCheck:
-    """The correctness probe of `model` at `base_url`: the hooks' and a rollback's."""
+def correctness_check(cfg: GuestConfig, model: str, endpoint: Endpoint) -> CorrectnessCheck:
+    """The correctness probe of `model` at `endpoint`: the hooks' and a rollback's."""
     profile = cfg.profile_for(model)
     assert profile.correctness is not None
     return CorrectnessCheck(
-        base_url=base_url,
-        served_name=str(profile.served_name),
+        endpoint=endpoint,
         model=model,
         correctness=profile.correctness,
         model_dir=unit_paths(cfg, model).model_dir,
         python=f"{cfg.venv_dir}/bin/python",
         refcheck=refcheck_path(cfg),
         reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
-        api_key=api_key,
         shell=guest_run,
     )
 

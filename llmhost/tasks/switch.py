@@ -12,6 +12,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from llmhost import interrupt
 from llmhost.config.guest import GuestConfig
+from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
 from llmhost.naming import unit_name
 from llmhost.operations.log import guest_run, say
@@ -57,17 +58,16 @@ def disk_preflight(cfg: GuestConfig) -> None:
 
 def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> RollbackTarget:
     profile = cfg.catalog()[model]
-    base_url = f"http://{probe_address(cfg)}:{cfg.port}"
+    address = f"http://{probe_address(cfg)}:{cfg.port}"
+    endpoint = Endpoint(address, str(profile.served_name), secrets.api_key)
     check = None
     if cfg.verify.correctness and profile.correctness:
-        check = correctness_check(cfg, model, base_url, secrets.api_key)
+        check = correctness_check(cfg, model, endpoint)
     return RollbackTarget(
         model=model,
-        base_url=base_url,
-        served_name=str(profile.served_name),
+        endpoint=endpoint,
         load_timeout_s=profile.load_timeout_s,
         check=check,
-        api_key=secrets.api_key,
     )
 
 

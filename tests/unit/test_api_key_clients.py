@@ -16,6 +16,7 @@ from llmhost.bench.result import RunConfig
 from llmhost.bench.sweep import sweep
 from llmhost.catalog import BenchProfile
 from llmhost.correctness import greedy
+from llmhost.endpoint import Endpoint
 from llmhost.proofs import sweep as verify
 from llmhost.readiness import API_KEY_ENV, api_key_from_env, auth_headers, probe_once, wait_ready
 from llmhost.testbed import sandbox
@@ -116,7 +117,7 @@ class RecordedRun:
 
 def bench_run(url: str, results_dir: Path, api_key: SecretStr | None) -> verify.BenchRun:
     labels = {"host": "10.99.0.12", "host_profile": "sandbox", "model_profile": "tiny"}
-    return verify.BenchRun(url, "m", "tiny", BENCH, labels, str(results_dir), api_key=api_key)
+    return verify.BenchRun(Endpoint(url, "m", api_key), "tiny", BENCH, labels, str(results_dir))
 
 
 def test_the_gate_child_gets_the_key_in_its_environment_never_in_argv(

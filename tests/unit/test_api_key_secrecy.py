@@ -25,6 +25,7 @@ from pyinfra.api.operations import run_ops
 
 from llmhost.bench.guest_bench import GuestBench, bench_command
 from llmhost.catalog import BenchProfile, CorrectnessProfile, GoldenAnswer
+from llmhost.endpoint import Endpoint
 from llmhost.operations.log import guest_run
 from llmhost.operations.serving import ready
 from llmhost.operations.verify import BenchRun, Cadence, CorrectnessCheck, correct, load_proofs
@@ -83,13 +84,11 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
     )
     with FakeVLLM(key=KEY) as server:
         run = BenchRun(
-            server.url,
-            "m",
+            Endpoint(server.url, "m", key),
             "tiny",
             bench,
             {"host": "sbx", "model_profile": "tiny"},
             str(tmp_path / "results"),
-            api_key=key,
             shell=guest_run,
         )
         state = local_state()
@@ -98,20 +97,16 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
             state,
             ready,
             unit="llmhost-m.service",
-            base_url=server.url,
-            served_name="m",
+            endpoint=Endpoint(server.url, "m", key),
             timeout_s=30,
-            api_key=key,
         )
         check = CorrectnessCheck(
-            base_url=server.url,
-            served_name="m",
+            endpoint=Endpoint(server.url, "m", key),
             model="tiny",
             correctness=correctness,
             model_dir="/nowhere",
             python="python3",
             refcheck="/nowhere/refcheck.py",
-            api_key=key,
         )
         add_op(state, correct, check=check)
         last_gate = tmp_path / "last-gate"
@@ -125,10 +120,11 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
     assert last_gate.read_text().strip().isdigit()  # the load proofs' step ran on the host
     log = pyinfra_log.getvalue()
     assert "READY m at" in log and "correctness OK for tiny" in log
-    assert "api_key=**********" in log  # the argument was printed, as stars
-    # Not in pyinfra's log, the operations' printed arguments, stdout/stderr, the results.
+    # The readiness operation's endpoint argument was printed, without its key (Endpoint's
+    # repr leaves it out); not in pyinfra's log, the printed arguments, stdout/stderr, results.
     args = [arg for meta in state.op_meta.values() for arg in meta.args]
-    assert "api_key=**********" in args
+    assert [a for a in args if a.startswith("endpoint=") and "served_name='m'" in a], args
+    assert "endpoint=" in log
     assert not [a for a in args if KEY in a]
     out, err = capfd.readouterr()
     assert KEY not in log + out + err

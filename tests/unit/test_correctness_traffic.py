@@ -10,6 +10,7 @@ import pytest
 
 from llmhost.catalog import CorrectnessProfile, GoldenAnswer, load_catalog, parse_catalog
 from llmhost.correctness import Completion, SideTraffic, greedy, judge
+from llmhost.endpoint import Endpoint
 from llmhost.proofs.base import ProofFailed
 from llmhost.proofs.correct import CorrectnessCheck
 from tests.helpers import FakeVLLM
@@ -98,8 +99,7 @@ def check_against(fake: FakeVLLM, expect: str) -> CorrectnessCheck:
         under_traffic_rounds=3,
     )
     return CorrectnessCheck(
-        base_url=fake.url,
-        served_name="m",
+        endpoint=Endpoint(fake.url, "m"),
         model="drill",
         correctness=profile,
         model_dir="/unused",
@@ -130,7 +130,8 @@ def test_under_traffic_fails_when_no_side_request_was_answered():
 
         class Elsewhere(CorrectnessCheck):
             def side_traffic(self) -> SideTraffic:
-                return SideTraffic("http://127.0.0.1:9", self.served_name, {})  # discard port
+                # the discard port: nothing answers there
+                return SideTraffic("http://127.0.0.1:9", self.endpoint.served_name, {})
 
         probe = check_against(fake, "Paris")
         fields = {name: getattr(probe, name) for name in probe.__dataclass_fields__}

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from llmhost.endpoint import Endpoint
 from llmhost.naming import unit_name
 from llmhost.proofs.base import ProofFailed
 from llmhost.switch.guard import LAST_ANSWER_WITHIN_S, RollbackTarget, SwitchFailed, SwitchGuard
@@ -33,7 +34,7 @@ def guard(guest: Guest, url: str = "http://127.0.0.1:9", resumed: bool = False) 
         ServingRecord(pending=Pending("a", "b", 1.0)) if resumed else ServingRecord(current="a")
     )
     plan = plan_switch(record, "b", [unit_name("a")], [unit_name("a")], set(), 1)
-    source = RollbackTarget("a", url, "m", 5, check=None)
+    source = RollbackTarget("a", Endpoint(url, "m"), 5, check=None)
     return SwitchGuard(
         plan,
         "g1",

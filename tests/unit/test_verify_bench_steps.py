@@ -18,6 +18,7 @@ from llmhost.bench.gates import GateLine
 from llmhost.bench.result import RequestOutcome, RunConfig, summarize
 from llmhost.bench.spec_metrics import SpecCounters
 from llmhost.catalog import BenchProfile
+from llmhost.endpoint import Endpoint
 from llmhost.proofs import draft_ab, gate
 from llmhost.proofs.base import ProofFailed
 from llmhost.proofs.gate import BenchOutcome
@@ -41,7 +42,7 @@ class Guest:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, sweeps: list[list[object]]) -> None:
         self.said: list[str] = []
-        self.waits: list[dict] = []  # wait_ready's keyword arguments, per wait
+        self.waits: list[dict] = []  # wait_ready's keyword arguments and headers, per wait
         self.sweeps = sweeps
         self.swept = 0
         self.counters = iter([SpecCounters(10, 30, 15), SpecCounters(20, 60, 45)])
@@ -51,7 +52,9 @@ class Guest:
         monkeypatch.setattr(draft_ab, "run_sweep", self.sweep)
         ready = SimpleNamespace(ready=True)
         monkeypatch.setattr(
-            draft_ab, "wait_ready", lambda *a, **k: (self.waits.append(k), ready)[1]
+            Endpoint,
+            "wait_ready",
+            lambda at, *a, **k: (self.waits.append(k | {"headers": at.headers()}), ready)[1],
         )
 
     def sweep(self, run: BenchRun) -> list[object]:
@@ -67,13 +70,11 @@ def bench_run(
 ) -> BenchRun:
     labels = {"host": "10.99.0.12", "model_profile": "tiny"}
     return BenchRun(
-        "http://g:8000",
-        "tiny",
+        Endpoint("http://g:8000", "tiny", api_key),
         "tiny",
         bench,
         labels,
         results_dir,
-        api_key=api_key,
         shell=lambda c: (guest.commands.append(c), (True, "", ""))[1],
         log=guest.said.append,
     )

@@ -1,0 +1,59 @@
+"""Where a served model answers: its URL, the name it answers to, and the site's API key.
+
+Why one value: the correctness probe, the load sweep, a switch's rollback target and the
+readiness operation each carried their own copy of these three fields and built the key's
+header themselves. The key stays out of repr (pyinfra prints operation arguments) and out of
+comparisons. No shared `requests.Session`: the calls are seconds apart and span restarts of
+the server (a switch, a rollback, the draft A/B's unit swap), so a pool would keep sockets to
+a stopped server and save nothing measurable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import SecretStr
+
+from llmhost.readiness import Readiness, auth_headers, probe_once, wait_ready
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One served model as the control machine reaches it."""
+
+    base_url: str  # http://<guest>:<port>
+    served_name: str  # the model name the server answers to (/v1/models, "model")
+    api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+
+    def headers(self) -> dict[str, str]:
+        """The bearer header for /v1/* (none without a key)."""
+        return auth_headers(self.api_key)
+
+    def probe(self, timeout: float = 10, answer_within: float = 60) -> Readiness:
+        """One look: /health, /v1/models, a one-token completion."""
+        return probe_once(
+            self.base_url,
+            self.served_name,
+            timeout,
+            headers=self.headers(),
+            answer_within=answer_within,
+        )
+
+    def wait_ready(
+        self,
+        timeout_s: float,
+        log: Callable[[str], None] = print,
+        interval_s: float = 2.0,
+        crash_check: Callable[[], str | None] | None = None,
+    ) -> Readiness:
+        """Poll until it serves, `timeout_s` passes, or `crash_check` gives a reason to stop."""
+        return wait_ready(
+            self.base_url,
+            self.served_name,
+            timeout_s,
+            log=log,
+            interval_s=interval_s,
+            crash_check=crash_check,
+            headers=self.headers(),
+        )
