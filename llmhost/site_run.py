@@ -77,15 +77,20 @@ def wait_for_guests(
     log: Callable[[str], None] = say,
 ) -> list[Target]:
     """Wait until each target's sshd answers; those that never did (the site run fails them)."""
-    waiting = [t for t in targets if not ssh_answers(t)]
-    if not waiting:
-        return []
-    log(f"--> waiting for {', '.join(t.name for t in waiting)} (ssh), up to {timeout_s:.0f} s")
+    waiting = list(targets)
+    rounds = 0
 
     def all_answer() -> bool:
-        for target in [t for t in waiting if ssh_answers(t)]:
-            log(f"    {target.name} answers")
+        nonlocal rounds
+        answered = [t for t in waiting if ssh_answers(t)]
+        for target in answered:
+            if rounds:
+                log(f"    {target.name} answers")
             waiting.remove(target)
+        if waiting and not rounds:
+            names = ", ".join(t.name for t in waiting)
+            log(f"--> waiting for {names} (ssh), up to {timeout_s:.0f} s")
+        rounds += 1
         return not waiting
 
     until(all_answer, timeout_s, every_s=2)

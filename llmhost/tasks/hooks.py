@@ -5,8 +5,9 @@ printing `!!!!` must not pass), then the throughput gate with, for a draft profi
 acceptance counters and the A/B against the same model without its draft.
 
 Every proof sends the site's API key (vLLM answers 401 on /v1/* without it). It reaches
-the operations as a pydantic SecretStr, whose repr is '**********', and becomes a header
-value only inside them, so no pyinfra output (also at -vvv) can show it.
+the operations inside an Endpoint (llmhost/endpoint.py), whose repr leaves it out, as a
+pydantic SecretStr, and becomes a header value only inside them, so no pyinfra output
+(also at -vvv) can show it.
 """
 
 from __future__ import annotations

@@ -154,6 +154,8 @@ def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_meas
     first = baseline_set(gates[FIRST_N - 1].output)  # "set (passing run 5 of 5)"
     assert first is not None, gates[FIRST_N - 1].tail()
     sweeps = [measured_of(run.output) for run in gates[:QUIET]]
+    for number, (run, measured) in enumerate(zip(gates, sweeps, strict=True), start=1):
+        assert measured, f"run {number} measured nothing:\n{run.tail()}"
     later_runs = sweeps[FIRST_N:]
     scatter = scatter_of(gates[QUIET - 1].output)
     judged, unresolved = [], []
