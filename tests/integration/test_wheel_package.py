@@ -17,10 +17,10 @@ from tests.helpers import REPO
 
 RENDER = """
 from llmhost.catalog import load_catalog
-from llmhost.config.guest import GuestConfig
+from llmhost.config.guest import CudaGuest
 from llmhost.render import render_env, render_unit
 import llmhost
-cfg = GuestConfig(
+cfg = CudaGuest(
     host_name="llm-lxc", host_profile="lxc-p2p", accelerator="cuda", gpu_count=8,
     served_model="kimi-k2.5-int4",
     vllm={"version": "0.16.0", "cuda_variant": "cu129", "python": "3.12"},

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from llmhost.config.guest import GuestConfig
+from llmhost.config.guest import CpuGuest, CudaGuest, GuestConfig
 from llmhost.config.loading import ConfigError, validate
 from llmhost.render import render_env, render_unit
 from llmhost.tasks.hooks import guest_bench
@@ -227,7 +227,43 @@ BAD_INPUTS = [
         {"package_sources": {"index_url": "pypi"}},
         ["package_sources.index_url", "URL"],
     ),
+    # A field of the other kind of guest is refused by the type (CpuGuest, CudaGuest).
+    (
+        "a cuda driver pin on a cpu guest",
+        SANDBOX,
+        {"cuda": {"driver_version": "590.48.01"}},
+        ["  cuda: only for accelerator 'cuda'; this guest's is 'cpu'"],
+    ),
+    (
+        "a cuda wheel variant on a cpu guest",
+        SANDBOX,
+        {"vllm": {"version": "0.32.0", "cuda_variant": "cu129"}},
+        ["vllm.cuda_variant: unknown field"],
+    ),
+    (
+        "gpus on a cpu guest",
+        SANDBOX,
+        {"gpu_count": 2},
+        ["gpu_count: got 2; a cpu guest has no GPUs"],
+    ),
+    ("a cuda guest without gpus", LAB_LXC, {"gpu_count": 0}, ["gpu_count: got 0", "or equal to 1"]),
+    ("a cuda guest without its driver pin", LAB_LXC, {"cuda": DROP}, ["cuda: required field"]),
+    ("no accelerator", SANDBOX, {"accelerator": DROP}, ["accelerator: required field"]),
+    (
+        "a sandbox profile on a cuda guest",
+        LAB_LXC,
+        {"host_profile": "sandbox"},
+        ["host_profile: got 'sandbox'", "'sandbox' (accelerator 'cpu')", "'lxc-p2p'"],
+    ),
 ]
+
+
+def test_the_accelerator_picks_the_kind_of_guest() -> None:
+    cpu, cuda = load(SANDBOX), load(LAB_LXC)
+    assert isinstance(cpu, CpuGuest) and isinstance(cuda, CudaGuest)
+    # What the other kind has reads as absent, so shared code need not ask which kind.
+    assert cpu.cuda is None and cpu.vllm.cuda_variant is None and cpu.gpu_count == 0
+    assert cuda.frontend_cpus is None and cuda.cpu_threads_bind is None and not cuda.engine_cpus()
 
 
 @pytest.mark.parametrize(
