@@ -8,12 +8,11 @@ from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.context import state
 
 from llmhost.catalog import ModelProfile
 from llmhost.facts.files import FileText
 from llmhost.operations.failure import fails_its_host
-from llmhost.operations.progress import GB, run_with_progress
+from llmhost.operations.progress import GB, progress_step
 
 MARKER = "llmhost-staged.json"
 
@@ -81,13 +80,11 @@ def staged(profile: ModelProfile, models_dir: str, tools: StageTools):
         host.noop(f"{profile.weights_id} already staged in {out}")
         return
     fetch, *finish = stage_commands(profile, out, tools)
-    if state.is_executing:  # the long part, with a progress line every few seconds
-        run_with_progress(
-            f"staging {profile.weights_id}",
-            fetch,
-            watch=[out, f"{out}.partial"],
-            total_bytes=profile.disk_gb * GB or None,
-        )
-    else:
-        yield fetch  # what --dry shows; run above when the run executes
+    # The long part, with a progress line every few seconds.
+    yield progress_step(
+        f"staging {profile.weights_id}",
+        fetch,
+        watch=[out, f"{out}.partial"],
+        total_bytes=profile.disk_gb * GB or None,
+    )
     yield from finish

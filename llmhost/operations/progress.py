@@ -4,6 +4,10 @@ Staging Kimi's weights moves 547 GB and takes most of an hour; a venv sync takes
 pyinfra prints a command's output only when it fails, so a long step would look hung. Here
 the command runs as usual while a second greenlet measures, over the same connection, what
 it has written so far (`du` of its output directories) and prints it with the rate.
+
+An operation yields it as one command (`progress_step`: a FunctionCommand, operations/step.py),
+so the long part runs in its place in the run, counts as the change it is, and shows under
+--dry; nothing runs in the operation's generator.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ import time
 
 import gevent
 from pyinfra import host
-from pyinfra.api import OperationError, StringCommand
+from pyinfra.api import FunctionCommand, OperationError, StringCommand
 from pyinfra.context import ctx_host
 
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
+from llmhost.operations.step import engine_step
 
 GB = 1_000_000_000
 
@@ -36,6 +41,22 @@ def progress_line(label: str, done: int, total: int | None, elapsed: float) -> s
     rate = done / elapsed if elapsed > 0 else 0.0
     of = f" of ~{total / GB:.1f} GB ({min(done / total, 1):.0%})" if total else ""
     return f"{label}: {done / GB:.2f} GB{of} written after {elapsed:.0f}s ({rate / 1e6:.0f} MB/s)"
+
+
+def progress_step(
+    label: str,
+    command: str,
+    watch: list[str],
+    total_bytes: int | None = None,
+    every_s: float = 10.0,
+) -> FunctionCommand:
+    """`run_with_progress` as one command of an operation; a failure fails its host."""
+
+    def step() -> None:
+        run_with_progress(label, command, watch, total_bytes, every_s)
+
+    step.__name__ = label.replace(" ", "_")  # what --dry and -v print, with the command
+    return engine_step(step, shown=(command,))
 
 
 def run_with_progress(

@@ -20,10 +20,13 @@ from llmhost.operations.failure import fail_this_host, failure_message, operatio
 from llmhost.operations.rollback import rolls_back
 
 
-def engine_step(step: Callable[[], object], guard: Any = None) -> FunctionCommand:
-    """`step()` at execution time, under a switch's rollback guard when one is given."""
+def engine_step(
+    step: Callable[[], object], guard: Any = None, shown: tuple[str, ...] = ()
+) -> FunctionCommand:
+    """`step()` at execution time, under a switch's rollback guard when one is given.
+    `shown`: what the command's repr prints (--dry, -v), e.g. the shell command it runs."""
 
-    def run(state: Any, host: Any) -> bool:
+    def run(state: Any, host: Any, *_shown: str) -> bool:
         try:
             with rolls_back(guard):
                 step()
@@ -34,4 +37,4 @@ def engine_step(step: Callable[[], object], guard: Any = None) -> FunctionComman
         return True
 
     run.__name__ = getattr(step, "__name__", "engine_step")
-    return FunctionCommand(run, (), {})
+    return FunctionCommand(run, shown, {})

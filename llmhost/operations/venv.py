@@ -8,11 +8,10 @@ from posixpath import basename
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.context import state
 
 from llmhost.facts.files import FileText, ToolVersion
 from llmhost.operations.failure import fails_its_host
-from llmhost.operations.progress import run_with_progress
+from llmhost.operations.progress import progress_step
 
 SPEC_FILE = "llmhost-spec.json"
 
@@ -114,10 +113,8 @@ def uv_venv(
         yield f"{q(uv)} venv --clear --python {q(interpreter)} {q(path)}"
     yield python_check(path, lock_python)
     sync = sync_command(uv, path, lock, index_url, extra_index_urls or [], find_links or [])
-    if state.is_executing:  # minutes on a first run: a progress line every few seconds
-        run_with_progress(f"syncing {basename(path)}", sync, watch=[path], every_s=15.0)
-    else:
-        yield sync  # what --dry shows; run above when the run executes
+    # Minutes on a first run: a progress line every few seconds.
+    yield progress_step(f"syncing {basename(path)}", sync, watch=[path], every_s=15.0)
     # Written last: a failed sync leaves the old marker, so the next run syncs again.
     yield f"printf '%s\\n' {q(wanted)} > {q(marker)}"
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyinfra.api import FunctionCommand
 
 from llmhost import locks
 from llmhost.locks import LockError, LockSpec, load_lock, lock_path, requirements_digest
@@ -142,10 +143,13 @@ class FakeHost:
 
 
 def run_op(monkeypatch: pytest.MonkeyPatch, marker: str | None, lock: str = LOCK_A) -> list[str]:
+    """The operation's commands as the guest runs them: the sync, a FunctionCommand with its
+    progress lines, as the shell command it runs."""
     fake = FakeHost(marker)
     monkeypatch.setattr(venv, "host", fake)
-    return list(
-        venv.uv_venv._inner(
+    return [
+        command.args[0] if isinstance(command, FunctionCommand) else command
+        for command in venv.uv_venv._inner(
             path=VENV,
             lock=GUEST_LOCK,
             lock_sha256=requirements_digest(lock),
@@ -155,7 +159,7 @@ def run_op(monkeypatch: pytest.MonkeyPatch, marker: str | None, lock: str = LOCK
             index_url="http://10.99.0.1:5000/index/",
             find_links=["http://10.99.0.1:8089/"],
         )
-    )
+    ]
 
 
 SYNC = (

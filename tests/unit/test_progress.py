@@ -45,3 +45,43 @@ def test_progress_lines_come_while_the_command_runs(caplog) -> None:  # noqa: AN
     lines = [r.getMessage() for r in caplog.records]
     assert any("staging w: 0.25 GB of ~10.0 GB (2%) written after" in line for line in lines)
     assert lines[-1].startswith("[guest] staging w: done in")
+
+
+def test_the_long_step_is_one_command_of_its_operation_and_a_failure_fails_its_host(
+    caplog,  # noqa: ANN001
+) -> None:
+    """Yielded as a FunctionCommand (nothing runs in the generator): it runs the command when
+    pyinfra executes it, returns True, and on a failing command returns False (this host
+    fails, the run goes on) with the command's last lines in the message."""
+    import logging
+    from types import SimpleNamespace
+
+    from pyinfra.api import FunctionCommand
+    from pyinfra.context import ctx_host
+
+    from llmhost.operations.progress import progress_step
+
+    class FakeHost:
+        print_prefix = "[guest] "
+        executing_op_hash = None  # the failure names "an operation"
+
+        def __init__(self, ok: bool) -> None:
+            self.ok, self.ran = ok, []
+
+        def run_shell_command(self, command: object) -> tuple[bool, SimpleNamespace]:
+            self.ran.append(str(command))
+            lines = [] if self.ok else ["error: no space left on device"]
+            return self.ok, SimpleNamespace(stdout_lines=[], stderr_lines=lines)
+
+        def log_styled(self, message: str, **_: object) -> None:
+            logging.getLogger("pyinfra").error(message)
+
+    caplog.set_level(logging.INFO, logger="pyinfra")
+    step = progress_step("syncing venv", "uv pip sync lock.txt", ["/opt/venv"], every_s=60)
+    assert isinstance(step, FunctionCommand) and "syncing_venv" in repr(step)
+    for ok in (True, False):
+        guest = FakeHost(ok)
+        with ctx_host.use(guest):
+            assert step.function(None, guest) is ok
+        assert "uv pip sync lock.txt" in guest.ran
+    assert "no space left on device" in caplog.text
