@@ -1,6 +1,6 @@
-"""The engines are plain Python: importing every module of llmhost/proofs and llmhost/switch
-loads no pyinfra, so they run (and are tested) without pyinfra's state, and the operations
-stay adapters."""
+"""The engines are plain Python: importing every module of llmhost/proofs, llmhost/switch and
+llmhost/fleet loads no pyinfra, so they run (and are tested) without pyinfra's state, and the
+operations stay adapters."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import llmhost
 
-ENGINES = ("proofs", "switch")
+ENGINES = ("proofs", "switch", "fleet")
 
 
 def test_no_module_of_the_engines_imports_pyinfra() -> None:
     root = Path(llmhost.__file__).parent
     modules = sorted(f"llmhost.{e}.{p.stem}" for e in ENGINES for p in (root / e).glob("*.py"))
-    assert {"llmhost.proofs.load", "llmhost.switch.guard", "llmhost.switch.stages"} <= set(modules)
+    assert {"llmhost.proofs.load", "llmhost.switch.guard", "llmhost.fleet.roll"} <= set(modules)
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"

@@ -1,0 +1,66 @@
+"""A replica out of rotation is drained when vLLM has nothing running and nothing waiting.
+
+Why from the replica's own /metrics: the router has no drain endpoint and forgets a removed
+worker at once, while requests already sent keep their connection to it. vLLM's gauges
+`vllm:num_requests_running` and `vllm:num_requests_waiting` (summed over engines and models)
+say when the last one has finished. The exposition format is read by prometheus_client's
+parser, as for the spec-decode counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmhost.wait import until
+
+IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+
+
+def in_flight(metrics_text: str) -> int | None:
+    """Requests running plus waiting on a replica; None when its metrics have neither gauge
+    (not a vLLM server, or one too old to say)."""
+    total, seen = 0.0, False
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name in IN_FLIGHT:
+                total += float(sample.value)
+                seen = True
+    return round(total) if seen else None
+
+
+@dataclass(frozen=True)
+class Drained:
+    """How a drain ended: empty, or the bound passed with `left` requests still in flight."""
+
+    empty: bool
+    left: int | None
+    waited_s: float
+
+
+def wait_drained(
+    metrics: Callable[[], str],
+    bound_s: float,
+    every_s: float = 1.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Drained:
+    """Poll `metrics()` until nothing is in flight or `bound_s` passes. A replica that cannot
+    say (no gauges, no answer) counts as not drained: the bound then decides."""
+    import time
+
+    now = clock or time.monotonic
+    start = now()
+    last: list[int | None] = [None]
+
+    def empty() -> bool:
+        try:
+            last[0] = in_flight(metrics())
+        except Exception:  # noqa: BLE001 - an unreachable replica is simply not known to be empty
+            last[0] = None
+        return last[0] == 0
+
+    done = until(empty, bound_s, every_s=every_s, clock=clock, sleep=sleep)
+    return Drained(bool(done), last[0], round(now() - start, 1))
