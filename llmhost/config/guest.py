@@ -89,6 +89,8 @@ def _threads_bind(value: str) -> str:
 
 
 CpuList = Annotated[str, AfterValidator(_cpu_list)]
+# A name clients send as "model": letters, digits and . _ - / : (as model names are written).
+ServedAlias = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")]
 ThreadsBind = Annotated[str, AfterValidator(_threads_bind)]
 
 
@@ -279,6 +281,11 @@ class GuestBase(Strict):
     # whose check reads it.
     catalogs: tuple[str, ...] = ()
     served_model: str
+    # More names the served model answers to (vLLM's --served-model-name takes several; the
+    # first, the catalog's served_name, is what responses say): a stable name clients keep
+    # across a switch, and the one name a router's clients ask for while a roll has replicas
+    # on two models. The model behind it is in the state document.
+    served_aliases: tuple[ServedAlias, ...] = ()
     port: Port = 8000
     bind_address: str = "0.0.0.0"
     extra_units: tuple[ExtraUnit, ...] = ()
@@ -328,6 +335,23 @@ class GuestBase(Strict):
         if profile is None or profile.draft_only:
             allowed = ", ".join(servable_models(catalogs))
             raise ValueError(f"unknown model {value!r}; allowed: {allowed}")
+        return value
+
+    @field_validator("served_aliases")
+    @classmethod
+    def _aliases_name_no_model(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple:
+        # An alias that is a model's own name would answer a client who asked for that model
+        # with another one.
+        catalogs = info.data.get("catalogs", ())
+        named = {str(p.served_name) for p in load_catalog(catalogs).values() if p.served_name}
+        taken = sorted(set(value) & named)
+        if taken:
+            raise ValueError(
+                f"{', '.join(map(repr, taken))} is a catalog model's served name: a client "
+                "asking for that model would get another; choose a name no model has"
+            )
+        if len(set(value)) != len(value):
+            raise ValueError("the same alias twice")
         return value
 
     @field_validator("verify", mode="before")

