@@ -49,12 +49,22 @@ def _all_fields() -> list[str]:
     ]
 
 
-def other_kind(field: str, tag: str) -> str | None:
-    """The accelerator whose guests have `field` when a guest of `tag` does not."""
+def other_kind(loc: tuple[Any, ...], tag: str) -> str | None:
+    """The accelerator whose guests have the field at `loc` (e.g. ("vllm", "cuda_variant"))
+    when a guest of `tag` does not."""
     for accelerator, kind in GUEST_KINDS.items():
-        if accelerator != tag and field in kind.model_fields:
+        if accelerator != tag and has_field(kind, loc):
             return accelerator
     return None
+
+
+def has_field(model: Any, loc: tuple[Any, ...]) -> bool:
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict) or str(part) not in fields:
+            return False
+        model = fields[str(part)].annotation
+    return True
 
 
 def host_profiles() -> str:
@@ -80,8 +90,8 @@ def guest_error(err: dict[str, Any]) -> dict[str, Any] | None:
     if not kind or kind[0] not in GUEST_KINDS:
         return None
     err = {**err, "loc": loc}
-    if err["type"] == "extra_forbidden" and len(loc) == 1:
-        other = other_kind(str(loc[0]), str(kind[0]))
+    if err["type"] == "extra_forbidden":
+        other = other_kind(loc, str(kind[0]))
         if other:
             msg = f"only for accelerator {other!r}; this guest's is {kind[0]!r}"
             return {**err, "type": "value_error", "msg": msg}

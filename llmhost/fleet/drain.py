@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from llmhost.interrupt import Interrupted
 from llmhost.wait import until
 
 IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
@@ -58,6 +59,8 @@ def wait_drained(
     def empty() -> bool:
         try:
             last[0] = in_flight(metrics())
+        except Interrupted:
+            raise  # Ctrl-C ends the wait, not the replica's chance to drain
         except Exception:  # noqa: BLE001 - an unreachable replica is simply not known to be empty
             last[0] = None
         return last[0] == 0

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from llmhost.fleet.drain import Drained
-from llmhost.fleet.router_api import RouterControl, same_url
+from llmhost.fleet.router_api import RouterControl, RouterError, same_url
 from llmhost.interrupt import Interrupted
 
 
@@ -131,19 +131,13 @@ class Roll:
             return
         self.refuse_the_last_worker(replica)
         out_at = self.clock()
-        self.router.remove(replica.worker_url)
-        self.log(f"{replica.name}: out of rotation")
         failure: Exception | None = None
         try:
-            drained = self.steps.drain(replica)
-            self.log(
-                f"{replica.name}: drained in {drained.waited_s:.0f} s"
-                if drained.empty
-                else f"{replica.name}: {drained.left} request(s) still in flight after "
-                f"{drained.waited_s:.0f} s; vLLM's own drain on stop lets them finish"
-            )
+            # A removal the router refuses changed nothing known: its RouterError says so.
+            self.router.remove(replica.worker_url)
+            self.log(f"{replica.name}: out of rotation")
             try:
-                self.steps.switch(replica)
+                self.steps_on(replica)
             except (Interrupted, KeyboardInterrupt):
                 raise
             except Exception as exc:  # noqa: BLE001 - the switch says why; the roll stops
@@ -161,6 +155,14 @@ class Roll:
                 "finishes the roll"
             )
             raise
+        except RollStopped:
+            raise
+        except RouterError as exc:
+            if same_url(replica.worker_url) in self.router_workers_or_none():
+                raise  # still in rotation (a refused removal): the router's error says why
+            self.left_out(replica, out_at, failure or exc)
+        except Exception as exc:  # noqa: BLE001 - a step that broke: say where the replica is
+            self.left_out(replica, out_at, failure or exc)
         result.out_s = self.clock() - out_at
         self.log(f"{replica.name}: back in rotation after {result.out_s:.0f} s")
         if failure is not None:
@@ -170,6 +172,32 @@ class Roll:
                 "in rotation; the roll stops here"
             )
         result.outcome = "switched"
+
+    def steps_on(self, replica: Replica) -> None:
+        """Out of rotation: drained (or its bound passed), then its single-box switch."""
+        drained = self.steps.drain(replica)
+        left = "an unknown number of" if drained.left is None else str(drained.left)
+        self.log(
+            f"{replica.name}: drained in {drained.waited_s:.0f} s"
+            if drained.empty
+            else f"{replica.name}: {left} request(s) still in flight after "
+            f"{drained.waited_s:.0f} s; vLLM's own drain on stop lets them finish"
+        )
+        self.steps.switch(replica)
+
+    def left_out(self, replica: Replica, out_at: float, why: BaseException) -> None:
+        """The roll stops with this replica out of rotation, saying why."""
+        result = self.results[replica.name]
+        result.outcome, result.out_s = "out of rotation", self.clock() - out_at
+        result.detail = str(why) or repr(why)
+        self.stop(f"{replica.name} is out of rotation: {result.detail}")
+
+    def router_workers_or_none(self) -> set[str]:
+        """The router's list, or nothing when it does not answer either."""
+        try:
+            return self.router.workers()
+        except RouterError:
+            return set()
 
     def refuse_the_last_worker(self, replica: Replica) -> None:
         listed = self.router.workers()

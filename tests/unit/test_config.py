@@ -238,7 +238,7 @@ BAD_INPUTS = [
         "a cuda wheel variant on a cpu guest",
         SANDBOX,
         {"vllm": {"version": "0.32.0", "cuda_variant": "cu129"}},
-        ["vllm.cuda_variant: unknown field"],
+        ["vllm.cuda_variant: only for accelerator 'cuda'; this guest's is 'cpu'"],
     ),
     (
         "gpus on a cpu guest",

@@ -154,3 +154,28 @@ def test_a_router_that_fails_stops_the_roll_with_its_own_message() -> None:
     with pytest.raises(RouterError, match="answered 500"):
         fleet.roll().run()
     assert fleet.switched == []
+
+
+def test_a_replica_the_router_will_not_take_back_stops_the_roll_and_is_reported() -> None:
+    fleet = Fleet(["g1", "g2"])
+
+    def times_out(url: str, timeout_s: float) -> None:
+        raise RouterError(f"router http://r:8080: /add_worker {url} failed: read timed out")
+
+    fleet.router.add = times_out  # type: ignore[method-assign]
+    with pytest.raises(RollStopped, match="g1 is out of rotation: .*read timed out") as stop:
+        fleet.roll().run()
+    first = stop.value.report.results[0]
+    assert first.outcome == "out of rotation" and first.out_s > 0
+    assert fleet.model["g1"] == "B" and fleet.router.listed == {"http://g2:8000"}
+    assert "not reached, left as they are: g2" in str(stop.value)
+
+
+def test_a_drain_that_could_not_count_says_so() -> None:
+    fleet = Fleet(["g1", "g2"])
+    roll = fleet.roll()
+    roll.steps = ReplicaSteps(
+        roll.steps.on_target, roll.steps.serves, lambda r: Drained(False, None, 30.0), fleet.switch
+    )
+    roll.run()
+    assert any("an unknown number of request(s) still in flight" in s for s in fleet.said)
