@@ -128,13 +128,12 @@ def wait_ready(
     """
     start = time.monotonic()
     last_log = -progress_every_s
-    results: list[Readiness] = []
+    latest: Readiness | None = None
 
     def settled() -> bool:
         """Ready, or an answer that waiting will not change (a refused key, a crash)."""
-        nonlocal last_log
-        result = probe_once(base_url, served_name, headers=headers)
-        results.append(result)
+        nonlocal last_log, latest
+        result = latest = probe_once(base_url, served_name, headers=headers)
         waited = time.monotonic() - start
         result.waited_s = round(waited, 1)
         if result.ready or result.stage == "auth":
@@ -149,4 +148,5 @@ def wait_ready(
         return False
 
     until(settled, timeout_s, every_s=interval_s)
-    return results[-1]
+    assert latest is not None  # until() checks at least once
+    return latest

@@ -3,8 +3,8 @@
 vLLM exports cumulative counters (vllm:spec_decode_num_drafts_total, _num_draft_tokens_total,
 _num_accepted_tokens_total), summed here over label sets (engines). The difference over a
 run gives that run's acceptance rate and mean accepted length (1 + accepted / drafts, the
-"Mean acceptance length" vLLM logs). The exposition format is read by prometheus_client's
-own parser (escaped label values, comments, timestamps), not by a pattern of ours.
+"Mean acceptance length" vLLM logs). The exposition format is read by llmhost/vllm_metrics.py
+(prometheus_client's own parser), not by a pattern of ours.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import requests
-from prometheus_client.parser import text_string_to_metric_families
+
+from llmhost.vllm_metrics import summed
 
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
@@ -30,15 +31,10 @@ class SpecCounters:
 
 def parse_spec_counters(metrics_text: str) -> SpecCounters | None:
     """None when the server has no spec-decode counters (no draft configured)."""
-    sums = {key: 0.0 for key in COUNTERS}
-    seen = False
-    names = {v: k for k, v in COUNTERS.items()}
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name in names:
-                sums[names[sample.name]] += float(sample.value)
-                seen = True
-    return SpecCounters(**sums) if seen else None
+    sums = summed(metrics_text, COUNTERS.values())
+    if not sums:
+        return None
+    return SpecCounters(**{key: sums.get(name, 0.0) for key, name in COUNTERS.items()})
 
 
 def fetch_spec_counters(base_url: str) -> SpecCounters | None:

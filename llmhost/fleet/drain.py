@@ -3,18 +3,18 @@
 Why from the replica's own /metrics: the router has no drain endpoint and forgets a removed
 worker at once, while requests already sent keep their connection to it. vLLM's gauges
 `vllm:num_requests_running` and `vllm:num_requests_waiting` (summed over engines and models)
-say when the last one has finished. The exposition format is read by prometheus_client's
-parser, as for the spec-decode counters.
+say when the last one has finished. The exposition format is read as for the spec-decode
+counters (llmhost/vllm_metrics.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from llmhost.interrupt import Interrupted
+from llmhost.vllm_metrics import summed
 from llmhost.wait import until
 
 IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
@@ -23,13 +23,8 @@ IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 def in_flight(metrics_text: str) -> int | None:
     """Requests running plus waiting on a replica; None when its metrics have neither gauge
     (not a vLLM server, or one too old to say)."""
-    total, seen = 0.0, False
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name in IN_FLIGHT:
-                total += float(sample.value)
-                seen = True
-    return round(total) if seen else None
+    sums = summed(metrics_text, IN_FLIGHT)
+    return round(sum(sums.values())) if sums else None
 
 
 @dataclass(frozen=True)
@@ -50,20 +45,19 @@ def wait_drained(
 ) -> Drained:
     """Poll `metrics()` until nothing is in flight or `bound_s` passes. A replica that cannot
     say (no gauges, no answer) counts as not drained: the bound then decides."""
-    import time
-
     now = clock or time.monotonic
     start = now()
-    last: list[int | None] = [None]
+    left: int | None = None
 
     def empty() -> bool:
+        nonlocal left
         try:
-            last[0] = in_flight(metrics())
+            left = in_flight(metrics())
         except Interrupted:
             raise  # Ctrl-C ends the wait, not the replica's chance to drain
         except Exception:  # noqa: BLE001 - an unreachable replica is simply not known to be empty
-            last[0] = None
-        return last[0] == 0
+            left = None
+        return left == 0
 
     done = until(empty, bound_s, every_s=every_s, clock=clock, sleep=sleep)
-    return Drained(bool(done), last[0], round(now() - start, 1))
+    return Drained(bool(done), left, round(now() - start, 1))

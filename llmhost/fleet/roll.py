@@ -143,9 +143,12 @@ class Roll:
             except Exception as exc:  # noqa: BLE001 - the switch says why; the roll stops
                 failure = exc
             if not self.steps.serves(replica):
-                result.outcome, result.out_s = "out of rotation", self.clock() - out_at
-                result.detail = str(failure or "it does not serve after its switch")
-                self.stop(f"{replica.name} does not serve and stays out of rotation")
+                self.left_out(
+                    replica,
+                    out_at,
+                    failure or "it does not serve after its switch",
+                    f"{replica.name} does not serve and stays out of rotation",
+                )
             self.router.add(replica.worker_url, self.add_timeout_s)
         except (Interrupted, KeyboardInterrupt):
             result.outcome, result.out_s = "out of rotation", self.clock() - out_at
@@ -185,12 +188,15 @@ class Roll:
         )
         self.steps.switch(replica)
 
-    def left_out(self, replica: Replica, out_at: float, why: BaseException) -> None:
-        """The roll stops with this replica out of rotation, saying why."""
+    def left_out(
+        self, replica: Replica, out_at: float, why: object, stopped: str | None = None
+    ) -> None:
+        """The roll stops with this replica out of rotation: `why` in its result, `stopped`
+        (or the replica and why) as the reason the roll stopped."""
         result = self.results[replica.name]
         result.outcome, result.out_s = "out of rotation", self.clock() - out_at
         result.detail = str(why) or repr(why)
-        self.stop(f"{replica.name} is out of rotation: {result.detail}")
+        self.stop(stopped or f"{replica.name} is out of rotation: {result.detail}")
 
     def router_workers_or_none(self) -> set[str]:
         """The router's list, or nothing when it does not answer either."""
