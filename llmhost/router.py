@@ -9,6 +9,7 @@ to the worker, which does), so no key is in its unit, argv or files.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,8 +97,34 @@ def exec_start(settings: RouterSettings, workers: Sequence[Worker]) -> list[str]
         str(s.request_timeout_s),
         "--worker-startup-timeout-secs",
         str(s.worker_startup_timeout_s),
+        "--worker-startup-check-interval",
+        str(s.worker_startup_check_interval_s),
     ]
     return [systemd_quote(a) for a in argv]
+
+
+# How long a started router may take to answer. vllm-router listens only once every worker
+# answers /health (it waits up to --worker-startup-timeout-secs), so a site run that restarted
+# it waits here: a router that does not answer fails its host, naming the journal to read.
+ANSWER_TIMEOUT_S = 180
+
+
+def answers_command(settings: RouterSettings, timeout_s: int = ANSWER_TIMEOUT_S) -> str:
+    """A shell command on the router host that waits until /list_workers answers."""
+    host = "127.0.0.1" if settings.listen_address in ("0.0.0.0", "::") else settings.listen_address
+    url = f"http://{host}:{settings.port}/list_workers"
+    script = (
+        "import sys,time,urllib.request as u\n"
+        f"end=time.time()+{timeout_s}\n"
+        "while time.time()<end:\n"
+        " try:\n"
+        f"  u.urlopen('{url}',timeout=5).read(); sys.exit(0)\n"
+        " except Exception: time.sleep(1)\n"
+        f"print('vllm-router: {url} did not answer within {timeout_s} s (it listens once every "
+        f"worker answers /health): journalctl -u {UNIT_NAME}', file=sys.stderr)\n"
+        "sys.exit(1)\n"
+    )
+    return f"python3 -c {shlex.quote(script)}"
 
 
 def render_unit(settings: RouterSettings, workers: Sequence[Worker]) -> str:

@@ -34,6 +34,9 @@ class RouterSettings(Strict):
     request_timeout_s: int = Field(default=1800, ge=1)
     # How long add_worker waits for a replica that is still loading (a 1T model: ~30 min).
     worker_startup_timeout_s: int = Field(default=2400, ge=1)
+    # How often add_worker polls a returning replica's /health (the router's default, 30 s,
+    # would keep each replica of a roll out of rotation up to 30 s longer than it needs).
+    worker_startup_check_interval_s: int = Field(default=5, ge=1, le=300)
     service_user: str = "vllm-router"
     root_dir: str = "/opt/llmhost"
 

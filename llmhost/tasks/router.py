@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyinfra.api import deploy
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import apt, server, systemd
 from pyinfra.operations.util import any_changed
 
 from llmhost.config.guest import GuestConfig
@@ -18,10 +18,12 @@ from llmhost.locks import load_router_lock
 from llmhost.monitoring import host_port
 from llmhost.operations.files import atomic_file, service_account
 from llmhost.router import (
+    ANSWER_TIMEOUT_S,
     UNIT_FILE,
     UNIT_NAME,
     RouterDataError,
     Worker,
+    answers_command,
     check_ports,
     choose_workers,
     render_unit,
@@ -82,12 +84,17 @@ def vllm_router(cfg: RouterConfig, workers: list[Worker]) -> None:
         dest=UNIT_FILE,
     )
     systemd.daemon_reload(name="systemd daemon-reload (router unit)", _if=unit.did_change)
-    systemd.service(
+    running = systemd.service(
         name=f"{UNIT_NAME} enabled and running", service=UNIT_NAME, running=True, enabled=True
     )
-    systemd.service(
+    restart = systemd.service(
         name=f"restart {UNIT_NAME} (its unit or venv changed)",
         service=UNIT_NAME,
         restarted=True,
         _if=any_changed(unit, venv),
+    )
+    server.shell(
+        name=f"{UNIT_NAME} answers (after its start, up to {ANSWER_TIMEOUT_S} s)",
+        commands=[answers_command(s)],
+        _if=any_changed(running, restart),
     )
