@@ -13,7 +13,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 APT_PACKAGES := lxc lxc-templates debootstrap rsync wget openssh-client iptables \
 	apt-cacher-ng python3 python3-venv ca-certificates
 
-.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down site serve host demo \
+.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down fleet-up fleet-down site serve host demo \
 	test test-unit test-vm test-language bench bench-fidelity lint golden locks
 
 deps: $(VENV)/.synced
@@ -49,6 +49,17 @@ standin-up: sandbox-up
 
 standin-down:
 	$(PY) -m llmhost.cli standin down
+
+# The sandbox as a fleet: a second serving guest, copied from the first (about a minute),
+# pinned to the other core, behind the stand-in's router. `make site` then rolls a switch
+# through both; `make fleet-down` makes it one guest again.
+fleet-up: standin-up
+	$(PY) -m llmhost.cli replica up
+	$(PY) -m llmhost.cli site inventory/sandbox.py -y
+
+fleet-down:
+	$(PY) -m llmhost.cli replica down
+	$(PY) -m llmhost.cli site inventory/sandbox.py -y
 
 # The sandbox is a site like inventory/lab.py: the same commands a real site runs.
 # Two pyinfra runs (llmhost/site_run.py): the Proxmox host, starting a stopped guest, then site.py.

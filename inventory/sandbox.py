@@ -1,11 +1,13 @@
 """The embedded default, a site like inventory/lab.py on this machine (make sandbox-up,
 make standin-up): a container standing in for the Proxmox host (also the router and the
-monitoring host), and the serving guest.
+monitoring host), and the serving guest; with `make fleet-up`, a second serving guest (a copy
+of the first, on the other core) behind the same router, and a switch then rolls.
 
 Its API key is a file the sandbox made (secrets are named in group_data, never held there).
 """
 
-from llmhost.testbed.sandbox import API_KEY_FILE, load_state
+from llmhost.testbed import replica
+from llmhost.testbed.sandbox import API_KEY_FILE, REPLICA_IP, load_state
 from llmhost.testbed.standin import load as load_standin
 
 _guest = load_state()
@@ -52,21 +54,25 @@ proxmox_hosts = [
 monitoring = [_pve["ip"]]
 routers = [_pve["ip"]]
 
-sandbox = [
-    (
-        _guest.ip,
-        {
-            "ssh_user": _guest.ssh_user,
-            "ssh_key": _guest.ssh_key,
-            "ssh_strict_host_key_checking": "no",
-            "ssh_known_hosts_file": "/dev/null",
-            # Package sources the sandbox serves on its bridge (no NAT: the only way out).
-            "package_sources": {
-                "index_url": _guest.pypi_index,
-                "find_links": _guest.find_links,
-                "apt_proxy": _guest.apt_proxy,
-            },
-            "secrets": {"api_key": {"file": str(API_KEY_FILE)}},
-        },
-    )
-]
+_serving = {
+    "ssh_user": _guest.ssh_user,
+    "ssh_key": _guest.ssh_key,
+    "ssh_strict_host_key_checking": "no",
+    "ssh_known_hosts_file": "/dev/null",
+    # Package sources the sandbox serves on its bridge (no NAT: the only way out).
+    "package_sources": {
+        "index_url": _guest.pypi_index,
+        "find_links": _guest.find_links,
+        "apt_proxy": _guest.apt_proxy,
+    },
+    "secrets": {"api_key": {"file": str(API_KEY_FILE)}},
+}
+
+sandbox = [(_guest.ip, _serving)]
+if replica.exists():
+    # A core per guest (llmhost/testbed/replica.py says why): the first's engine on core 0,
+    # the second's on core 1, each front end beside its own engine.
+    sandbox = [
+        (_guest.ip, {**_serving, "frontend_cpus": None}),
+        (REPLICA_IP, {**_serving, "cpu_threads_bind": "1", "frontend_cpus": None}),
+    ]

@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     sbx.add_argument("action", choices=["up", "down", "status", "reboot"])
     pve = sub.add_parser("standin", help="a container standing in for a Proxmox host")
     pve.add_argument("action", choices=["up", "down", "reset"])
+    fleet = sub.add_parser(
+        "replica", help="the sandbox fleet's second serving guest, a copy of the first"
+    )
+    fleet.add_argument("action", choices=["up", "down"])
     ask = sub.add_parser(
         "ask",
         help="send one chat message to the sandbox's served model (API key: $LLMHOST_API_KEY, "
@@ -106,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             from llmhost.testbed import standin
 
             {"up": standin.up, "down": standin.down, "reset": standin.reset}[args.action]()
+        elif args.command == "replica":
+            from llmhost.testbed import replica
+
+            {"up": replica.up, "down": replica.down}[args.action]()
         elif args.command == "site":
             from llmhost.site_run import run_site
 

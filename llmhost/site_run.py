@@ -7,13 +7,17 @@ before the host step that starts it could run, and `deploys/site.py` ends withou
 1. `deploys/host.py` on the Proxmox hosts only: each managed guest set to start at boot, in
    order, and a stopped one started (llmhost/guest_boot.py);
 2. every other inventory host reached by ssh is waited for (its sshd answering, bounded);
-3. `deploys/site.py` on the whole site, with the caller's options: the Proxmox hosts again
+3. with a router in front of two or more serving guests: a rolling switch of those whose
+   served model changes, one replica at a time (llmhost/site_roll.py);
+4. `deploys/site.py` on the whole site, with the caller's options: the Proxmox hosts again
    (nothing to do, a few seconds), then the guests.
 
 The caller's pyinfra options go to both runs (connection options, `--data`, `-y`, `--dry`),
 except `--limit`, which only the site run gets (the first is limited to the Proxmox hosts).
 Exit status: the first run's when it failed (then the site run is not started: its guests
-would converge on a host that is not), else the site run's; 130 on Ctrl-C. The wait is a TCP
+would converge on a host that is not); 1 when a roll stopped (the site run is not started
+either: it would switch the replicas the roll did not reach all at once); else the site
+run's; 130 on Ctrl-C. The wait is a TCP
 connection that gets sshd's banner: a guest reached through a jump host is not waited for.
 """
 
@@ -130,6 +134,77 @@ def run_child(argv: list[str], grace_s: float = 30) -> int:
         raise
 
 
+def indented(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.splitlines())
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line; its type where str() itself fails (pyinfra's wrapped ones)."""
+    try:
+        text = str(exc).strip()
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the run
+        text = ""
+    return (text.splitlines() or [type(exc).__name__])[0][:200]
+
+
+def has_option(args: Sequence[str], *names: str) -> bool:
+    return any(a in names or a.split("=", 1)[0] in names for a in args)
+
+
+def roll_first(inventory: str, args: Sequence[str], log: Callable[[str], None] = say) -> int:
+    """The rolling switch of every router's replicas that are behind; 0 when done or none
+    is needed, 1 when a roll stopped (its report printed). Ctrl-C propagates."""
+    from llmhost.fleet.roll import RollStopped
+    from llmhost.fleet.router_api import RouterError
+    from llmhost.inventory import load_inventory
+    from llmhost.site_roll import (
+        describe,
+        fleet_rolls,
+        override_data,
+        roll_fleet,
+        router_answers,
+    )
+
+    if has_option(args, "--limit"):
+        return 0  # the caller chose the hosts: each limited guest switches as a single box
+    try:
+        fleets = fleet_rolls(load_inventory(inventory, override_data(args)))
+    except Exception as exc:  # noqa: BLE001 - bad data: the site run reports it per host
+        log(f"    no roll: the fleet could not be read ({first_line(exc)})")
+        return 0
+    for fleet in fleets:
+        if not router_answers(fleet):
+            log(
+                f"    {fleet.router_name}: the router does not answer (a first deploy?): no "
+                "roll; the site run converges its replicas side by side"
+            )
+            continue
+        if has_option(args, "--dry"):
+            log(f"--> the roll (--dry: nothing done): {describe(fleet)}")
+            continue
+
+        def switch(name: str) -> int:
+            log(f"--> {name}: its own site run (the single box's switch, proofs, rollback)")
+            return run_child(
+                pyinfra_argv(
+                    *first_run_args(args), inventory, str(DEPLOYS / "site.py"), "--limit", name
+                )
+            )
+
+        try:
+            report = roll_fleet(fleet, switch, log)
+        except RollStopped as stop:
+            log(indented(stop.report.text()))
+            log(f"llmhost site: the roll behind {fleet.router_name} stopped; no site run")
+            return 1
+        except (RouterError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            log(f"llmhost site: the roll behind {fleet.router_name} stopped: {exc}; no site run")
+            return 1
+        if report is not None:
+            log(indented(report.text()))
+    return 0
+
+
 def run_site(inventory: str, args: Sequence[str], log: Callable[[str], None] = say) -> int:
     for deploy in ("host.py", "site.py"):
         if not (DEPLOYS / deploy).is_file():
@@ -155,6 +230,9 @@ def run_site(inventory: str, args: Sequence[str], log: Callable[[str], None] = s
             if down:
                 names = ", ".join(t.name for t in down)
                 log(f"llmhost site: still not answering on ssh: {names}; the site run fails them")
+        rolled = roll_first(inventory, args, log)
+        if rolled != 0:
+            return rolled
         log("--> the site")
         return run_child(pyinfra_argv(*args, inventory, str(DEPLOYS / "site.py")))
     except KeyboardInterrupt:

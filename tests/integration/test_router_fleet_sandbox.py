@@ -1,0 +1,195 @@
+"""The sandbox as a fleet: two serving guests behind the stand-in's vllm-router, switched by
+`llmhost site` one replica at a time (llmhost/site_roll.py) while a client keeps sending
+streaming and non-streaming requests through the router to the name both replicas answer to
+(`served_aliases`). The second guest is a copy of the first (llmhost/testbed/replica.py),
+pinned to the other core; it is destroyed when the module ends and the site converged as one
+guest again.
+
+The drills: a replica whose new unit cannot start (a drop-in the test adds on that replica
+only: its start fails, so its readiness proof fails) is rolled back and stops the roll; Ctrl-C
+during a replica's switch says which replica is out and a rerun finishes; a replica killed
+under traffic leaves routing within the router's health window and rejoins when systemd has
+it serving again. Proofs are readiness and correctness (verify=basic): the gate is tested on
+one box (test_gate_sandbox.py) and would only add minutes here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from llmhost.config.guest import GuestConfig
+from llmhost.readiness import probe_once
+from llmhost.switch.plan import ServingRecord
+from llmhost.testbed import replica, standin
+from llmhost.testbed.sandbox import REPLICA_IP, SandboxState, ssh_command
+from llmhost.vllm_metrics import summed
+from tests.helpers import PY, REPO, RouterTraffic, api_headers, llmhost_site
+
+ROUTER = f"http://{standin.IP}:8080"
+ROUTER_METRICS = f"http://{standin.IP}:29000/metrics"
+ALIAS = "llmhost-chat"  # group_data/sandbox.py: served_aliases
+A, B = "tiny-llama", "tiny-llama-alt"
+BASIC = ("--data", "verify=basic")
+RECORD = "/opt/llmhost/state/serving.json"
+HEALTH_WINDOW_S = 2 * 2 + 2  # inventory/sandbox.py: checks every 2 s, 2 failures; a margin
+
+
+def on(ip: str, command: str, check: bool = True) -> str:
+    key = os.path.join(REPO, ".sandbox", "id_ed25519")
+    proc = subprocess.run(
+        [*ssh_command(key, ip), command], capture_output=True, text=True, timeout=120
+    )
+    assert not check or proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def serving(ip: str) -> ServingRecord:
+    return ServingRecord.parse(on(ip, f"cat {RECORD}"))
+
+
+def listed() -> set[str]:
+    return set(requests.get(f"{ROUTER}/list_workers", timeout=10).json()["urls"])
+
+
+def router_errors() -> float:
+    text = requests.get(ROUTER_METRICS, timeout=10).text
+    return sum(summed(text, ("vllm_router_request_errors_total",)).values())
+
+
+@pytest.fixture(scope="module")
+def fleet(served: GuestConfig, sandbox: SandboxState) -> Iterator[list[str]]:
+    """Two replicas serving the default model behind the router; one guest again after."""
+    standin.up()
+    replica.up()
+    try:
+        run = llmhost_site(*BASIC)
+        assert run.rc == 0, run.tail()
+        urls = [f"http://{sandbox.ip}:{served.port}", f"http://{REPLICA_IP}:{served.port}"]
+        assert listed() == set(urls)
+        yield [sandbox.ip, REPLICA_IP]
+    finally:
+        replica.down()
+        back = llmhost_site(*BASIC)
+        assert back.rc == 0, back.tail()
+
+
+def test_a_roll_switches_one_replica_at_a_time_and_clients_see_no_error(
+    fleet: list[str],
+) -> None:
+    errors_before = router_errors()
+    with RouterTraffic(ROUTER, ALIAS) as client:
+        run = llmhost_site("--data", f"served_model={B}", *BASIC)
+    assert run.rc == 0, run.tail()
+    out = run.output
+    assert "rolling switch behind router" in out, run.tail()
+    first, second = fleet
+    # One replica out at a time: the second leaves the router after the first is back.
+    assert (
+        out.index(f"{first}: out of rotation")
+        < out.index(f"{first}: back in rotation")
+        < out.index(f"{second}: out of rotation")
+        < out.index(f"{second}: back in rotation")
+    ), run.tail()
+    assert "roll done" in out and "fleet availability" in out, run.tail()
+    assert [serving(ip).current for ip in fleet] == [B, B]
+    assert len(listed()) == 2
+    tally = client.tally
+    assert tally.sent >= 10 and tally.streams >= 5, tally
+    assert tally.failed == [] and tally.truncated == [], tally
+    assert router_errors() == errors_before
+
+
+def test_a_replica_that_fails_its_switch_is_rolled_back_and_the_roll_stops(
+    fleet: list[str],
+) -> None:
+    first, second = fleet
+    drop_in = "/etc/systemd/system/llmhost-tiny-llama.service.d"
+    on(
+        second,
+        f"mkdir -p {drop_in} && printf '[Service]\\nExecStartPre=/bin/false\\n' "
+        f"> {drop_in}/drill.conf && systemctl daemon-reload",
+    )
+    try:
+        with RouterTraffic(ROUTER, ALIAS) as client:
+            run = llmhost_site(*BASIC)  # back to the default model, A
+    finally:
+        on(second, f"rm -rf {drop_in} && systemctl daemon-reload")
+    assert run.rc == 1, run.tail()
+    assert f"{second} failed its switch and serves its previous model again" in run.output
+    assert "the roll stops here" in run.output and "no site run" in run.output, run.tail()
+    assert serving(first).current == A
+    record = serving(second)
+    assert record.current == B and record.failed and record.failed.get("model") == A, record
+    assert len(listed()) == 2  # the failed replica is back in rotation, on its old model
+    assert client.tally.failed == [] and client.tally.truncated == [], client.tally
+
+
+def test_ctrl_c_during_a_replicas_switch_says_it_is_out_and_a_rerun_finishes_the_roll(
+    fleet: list[str],
+) -> None:
+    first, second = fleet
+    retry = ("--data", "retry_failed_switch=true")  # the drill above failed A on the second
+    argv = [PY, "-m", "llmhost.cli", "site", "inventory/sandbox.py", "-y", *BASIC, *retry]
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: Ctrl-C reaches both runs, as in a tty
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if f"{second}: its own site run" in line:
+            break
+    time.sleep(8)  # into the replica's pyinfra run
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    took = time.monotonic() - sent
+    out = "".join(lines) + rest
+    assert proc.returncode == 130, out[-3000:]
+    assert took < 45, f"{took:.0f} s from Ctrl-C to exit"
+    assert f"interrupted: {second} is out of the router's rotation" in out, out[-3000:]
+    assert listed() == {f"http://{first}:8000"}
+
+    again = llmhost_site(*BASIC, *retry)
+    assert again.rc == 0, again.tail()
+    assert [serving(ip).current for ip in fleet] == [A, A]
+    assert len(listed()) == 2
+
+
+def test_a_killed_replica_leaves_routing_and_rejoins_once_systemd_has_it_serving(
+    fleet: list[str],
+) -> None:
+    first, second = fleet
+    url = f"http://{second}:8000"
+    with RouterTraffic(ROUTER, ALIAS, streams=False) as client:
+        time.sleep(3)
+        killed = time.time()
+        on(second, "systemctl kill -s KILL llmhost-tiny-llama.service")
+        time.sleep(HEALTH_WINDOW_S + 10)
+        # Within the router's health window the others take every request.
+        assert client.tally.failed_after(killed + HEALTH_WINDOW_S) == [], client.tally
+        deadline = time.monotonic() + 300
+        while not probe_once(url, A, headers=api_headers()).ready:
+            assert time.monotonic() < deadline, "systemd did not have the replica serving again"
+            time.sleep(3)
+        served_before = replica_successes(url)
+        time.sleep(HEALTH_WINDOW_S + 6)
+    assert replica_successes(url) > served_before, "the router does not send it requests again"
+    assert client.tally.failed_after(killed + HEALTH_WINDOW_S) == [], client.tally
+
+
+def replica_successes(url: str) -> float:
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    return sum(summed(text, ("vllm:request_success_total",)).values())
