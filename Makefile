@@ -13,7 +13,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider
 APT_PACKAGES := lxc lxc-templates debootstrap rsync wget openssh-client iptables \
 	apt-cacher-ng python3 python3-venv ca-certificates
 
-.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down fleet-up fleet-down site serve host demo \
+.PHONY: deps sandbox-up sandbox-down sandbox-status standin-up standin-down fleet-up fleet-down fleet-bench site serve host demo \
 	test test-unit test-vm test-language bench bench-fidelity lint golden locks
 
 deps: $(VENV)/.synced
@@ -60,6 +60,10 @@ fleet-up: standin-up
 fleet-down:
 	$(PY) -m llmhost.cli replica down
 	$(PY) -m llmhost.cli site inventory/sandbox.py -y
+
+# The fleet's benchmark (docs/benchmarks.md): brings the second guest up and down itself.
+fleet-bench: standin-up
+	$(PY) benchmarks/fleet.py
 
 # The sandbox is a site like inventory/lab.py: the same commands a real site runs.
 # Two pyinfra runs (llmhost/site_run.py): the Proxmox host, starting a stopped guest, then site.py.

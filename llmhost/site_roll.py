@@ -31,6 +31,7 @@ from llmhost.fleet.drain import Drained, wait_drained
 from llmhost.fleet.roll import Replica, ReplicaSteps, Roll, RollReport
 from llmhost.fleet.router_api import RouterControl, RouterError
 from llmhost.groups import is_router_host, is_serving_guest, scrape_address
+from llmhost.monitoring import host_port
 from llmhost.readiness import auth_headers, probe_once
 from llmhost.secrets import resolve_secrets
 from llmhost.switch.plan import ServingRecord, record_path
@@ -69,8 +70,8 @@ def ssh_argv(host: Any) -> list[str]:
         argv += ["-p", str(data.get("ssh_port"))]
     if data.get("ssh_key"):
         argv += ["-i", str(data.get("ssh_key"))]
-    if str(data.get("ssh_strict_host_key_checking") or "") == "no":
-        argv += ["-o", "StrictHostKeyChecking=no"]
+    if data.get("ssh_strict_host_key_checking"):
+        argv += ["-o", f"StrictHostKeyChecking={data.get('ssh_strict_host_key_checking')}"]
     if data.get("ssh_known_hosts_file"):
         argv += ["-o", f"UserKnownHostsFile={data.get('ssh_known_hosts_file')}"]
     argv += ["-o", "LogLevel=ERROR"]
@@ -163,7 +164,7 @@ class FleetRoll:
 
 def router_base_url(router_host: Any, listen_address: str, port: int) -> str:
     address = scrape_address(router_host) if listen_address in ("0.0.0.0", "::") else listen_address
-    return f"http://{address}:{port}"
+    return f"http://{host_port(address, port)}"
 
 
 def fleet_rolls(inventory: Any) -> list[FleetRoll]:
@@ -203,12 +204,20 @@ def roll_steps(members: Sequence[Member], switch: Callable[[str], int]) -> Repli
 
     def run_switch(replica: Replica) -> None:
         rc = switch(replica.name)
-        if rc != 0:
-            raise SwitchRunFailed(
-                f"its site run failed (exit {rc}; its lines above say why)"
-                if rc != 130
-                else "its site run was interrupted"
-            )
+        if rc == 0:
+            return
+        if rc == 130:
+            # Ctrl-C reached the replica's run (its process group's); whether or not it also
+            # reached us, the roll stops as interrupted: the replica stays out and is named.
+            raise KeyboardInterrupt
+        try:
+            record = by_name[replica.name].record()
+            serving = f"its record: {record.current or 'nothing'} serves"
+            if record.failed:
+                serving += f", the switch to {record.failed.get('model')} failed and rolled back"
+        except Exception:  # noqa: BLE001 - the exit status is the finding; the record a detail
+            serving = "its record could not be read"
+        raise SwitchRunFailed(f"its site run failed, exit {rc}, lines above; {serving}")
 
     return ReplicaSteps(
         on_target=lambda r: by_name[r.name].on_target(),

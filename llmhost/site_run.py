@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llmhost.wait import until
 
@@ -154,54 +155,63 @@ def has_option(args: Sequence[str], *names: str) -> bool:
 def roll_first(inventory: str, args: Sequence[str], log: Callable[[str], None] = say) -> int:
     """The rolling switch of every router's replicas that are behind; 0 when done or none
     is needed, 1 when a roll stopped (its report printed). Ctrl-C propagates."""
-    from llmhost.fleet.roll import RollStopped
     from llmhost.fleet.router_api import RouterError
     from llmhost.inventory import load_inventory
-    from llmhost.site_roll import (
-        describe,
-        fleet_rolls,
-        override_data,
-        roll_fleet,
-        router_answers,
-    )
+    from llmhost.site_roll import fleet_rolls, override_data
 
     if has_option(args, "--limit"):
         return 0  # the caller chose the hosts: each limited guest switches as a single box
     try:
         fleets = fleet_rolls(load_inventory(inventory, override_data(args)))
-    except Exception as exc:  # noqa: BLE001 - bad data: the site run reports it per host
+    except Exception as exc:  # noqa: BLE001 - bad data: the site run refuses it per host
+        # The site run judges the same data before its first operation (every host's
+        # group_data, its secrets): data that stops the roll here stops it there too.
         log(f"    no roll: the fleet could not be read ({first_line(exc)})")
         return 0
     for fleet in fleets:
-        if not router_answers(fleet):
-            log(
-                f"    {fleet.router_name}: the router does not answer (a first deploy?): no "
-                "roll; the site run converges its replicas side by side"
-            )
-            continue
-        if has_option(args, "--dry"):
-            log(f"--> the roll (--dry: nothing done): {describe(fleet)}")
-            continue
-
-        def switch(name: str) -> int:
-            log(f"--> {name}: its own site run (the single box's switch, proofs, rollback)")
-            return run_child(
-                pyinfra_argv(
-                    *first_run_args(args), inventory, str(DEPLOYS / "site.py"), "--limit", name
-                )
-            )
-
         try:
-            report = roll_fleet(fleet, switch, log)
-        except RollStopped as stop:
-            log(indented(stop.report.text()))
-            log(f"llmhost site: the roll behind {fleet.router_name} stopped; no site run")
+            code = roll_one(fleet, inventory, args, log)
+        except (RouterError, RuntimeError, OSError, ValueError, TypeError) as exc:
+            # A router or a replica that could not be read or told (ssh, HTTP, a bad record).
+            why = first_line(exc)
+            log(f"llmhost site: the roll behind {fleet.router_name} stopped: {why}; no site run")
             return 1
-        except (RouterError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        except subprocess.SubprocessError as exc:
             log(f"llmhost site: the roll behind {fleet.router_name} stopped: {exc}; no site run")
             return 1
-        if report is not None:
-            log(indented(report.text()))
+        if code:
+            return code
+    return 0
+
+
+def roll_one(fleet: Any, inventory: str, args: Sequence[str], log: Callable[[str], None]) -> int:
+    """One router's roll: 0 when done, skipped or not needed, 1 when it stopped."""
+    from llmhost.fleet.roll import RollStopped
+    from llmhost.site_roll import describe, roll_fleet, router_answers
+
+    if not router_answers(fleet):
+        log(
+            f"    {fleet.router_name}: the router does not answer (a first deploy?): no roll; "
+            "the site run converges its replicas side by side"
+        )
+        return 0
+    if has_option(args, "--dry"):
+        log(f"--> the roll (--dry: nothing done): {describe(fleet)}")
+        return 0
+
+    def switch(name: str) -> int:
+        log(f"--> {name}: its own site run (the single box's switch, proofs, rollback)")
+        site = str(DEPLOYS / "site.py")
+        return run_child(pyinfra_argv(*first_run_args(args), inventory, site, "--limit", name))
+
+    try:
+        report = roll_fleet(fleet, switch, log)
+    except RollStopped as stop:
+        log(indented(stop.report.text()))
+        log(f"llmhost site: the roll behind {fleet.router_name} stopped; no site run")
+        return 1
+    if report is not None:
+        log(indented(report.text()))
     return 0
 
 

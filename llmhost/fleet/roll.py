@@ -171,8 +171,8 @@ class Roll:
         if failure is not None:
             result.outcome, result.detail = "failed", str(failure)
             self.stop(
-                f"{replica.name} failed its switch and serves its previous model again, back "
-                "in rotation; the roll stops here"
+                f"{replica.name} failed its switch ({result.detail}) and is back in rotation, "
+                "serving; the roll stops here"
             )
         result.outcome = "switched"
 

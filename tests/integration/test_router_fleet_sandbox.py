@@ -10,7 +10,8 @@ only: its start fails, so its readiness proof fails) is rolled back and stops th
 during a replica's switch says which replica is out and a rerun finishes; a replica killed
 under traffic leaves routing within the router's health window and rejoins when systemd has
 it serving again. Proofs are readiness and correctness (verify=basic): the gate is tested on
-one box (test_gate_sandbox.py) and would only add minutes here.
+one box (test_gate_sandbox.py) and would only add minutes here. The tests run in order, each
+from where the one before left the fleet (a state of their own would cost a model load each).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ ALIAS = "llmhost-chat"  # group_data/sandbox.py: served_aliases
 A, B = "tiny-llama", "tiny-llama-alt"
 BASIC = ("--data", "verify=basic")
 RECORD = "/opt/llmhost/state/serving.json"
-HEALTH_WINDOW_S = 2 * 2 + 2  # inventory/sandbox.py: checks every 2 s, 2 failures; a margin
+# inventory/sandbox.py: checks every 2 s, 2 failures; and a margin for a slow day.
+HEALTH_WINDOW_S = 2 * 2 + 4
 
 
 def on(ip: str, command: str, check: bool = True) -> str:
@@ -122,7 +124,8 @@ def test_a_replica_that_fails_its_switch_is_rolled_back_and_the_roll_stops(
     finally:
         on(second, f"rm -rf {drop_in} && systemctl daemon-reload")
     assert run.rc == 1, run.tail()
-    assert f"{second} failed its switch and serves its previous model again" in run.output
+    assert f"{second} failed its switch (its site run failed, exit 1" in run.output, run.tail()
+    assert f"its record: {B} serves, the switch to {A} failed and rolled back" in run.output
     assert "the roll stops here" in run.output and "no site run" in run.output, run.tail()
     assert serving(first).current == A
     record = serving(second)
@@ -151,10 +154,18 @@ def test_ctrl_c_during_a_replicas_switch_says_it_is_out_and_a_rerun_finishes_the
         lines.append(line)
         if f"{second}: its own site run" in line:
             break
-    time.sleep(8)  # into the replica's pyinfra run
+    for line in proc.stdout:  # into the replica's own pyinfra run, its operations begun
+        lines.append(line)
+        if "--> Beginning operation run" in line:
+            break
     sent = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
-    rest, _ = proc.communicate(timeout=120)
+    try:
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # never left running into the rerun
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     took = time.monotonic() - sent
     out = "".join(lines) + rest
     assert proc.returncode == 130, out[-3000:]
@@ -175,8 +186,8 @@ def test_a_killed_replica_leaves_routing_and_rejoins_once_systemd_has_it_serving
     url = f"http://{second}:8000"
     with RouterTraffic(ROUTER, ALIAS, streams=False) as client:
         time.sleep(3)
-        killed = time.time()
         on(second, "systemctl kill -s KILL llmhost-tiny-llama.service")
+        killed = time.time()  # after the kill returned: the window starts no earlier
         time.sleep(HEALTH_WINDOW_S + 10)
         # Within the router's health window the others take every request.
         assert client.tally.failed_after(killed + HEALTH_WINDOW_S) == [], client.tally

@@ -62,6 +62,10 @@ def test_a_replica_whose_own_run_fails_raises_for_the_roll() -> None:
     steps = roll_steps([member], switch=lambda name: 1)  # type: ignore[list-item]
     with pytest.raises(SwitchRunFailed, match="exit 1"):
         steps.switch(Replica("g2", "http://g2:8000"))
+    # Its run interrupted (exit 130): the roll stops as interrupted, the replica named out.
+    interrupted = roll_steps([member], switch=lambda name: 130)  # type: ignore[list-item]
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.switch(Replica("g2", "http://g2:8000"))
     ok = roll_steps([member], switch=lambda name: 0)  # type: ignore[list-item]
     ok.switch(Replica("g2", "http://g2:8000"))
 
