@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from llmhost.bench.history import save_benchmark  # noqa: E402
+from llmhost.bench.sweep import git_sha  # noqa: E402
 from llmhost.testbed import replica, standin  # noqa: E402
 from llmhost.testbed.sandbox import REPLICA_IP, load_state, ssh_command  # noqa: E402
 from llmhost.vllm_metrics import summed  # noqa: E402
@@ -149,11 +150,6 @@ def roll(model: str) -> dict[str, object]:
         "truncated": [w for _, w in tally.truncated],
         "router_errors_added": router_errors() - before,
     }
-
-
-def git_sha() -> str:
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
 
 
 def main() -> int:

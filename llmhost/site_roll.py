@@ -239,10 +239,10 @@ def roll_fleet(
         add_timeout_s=fleet.add_timeout_s,
         log=lambda line: log(f"    {line}"),
     )
-    # Whether or not a roll follows: a replica an earlier roll left out goes back first.
-    roll.add_back_the_left_out()
     behind = fleet.behind()
     if not behind:
+        # No roll, but a replica an earlier roll left out still goes back (a roll does it first).
+        roll.add_back_the_left_out()
         log(f"    {fleet.router_name}: every replica serves its target model: no roll")
         return None
     names = ", ".join(f"{m.replica.name} ({m.target})" for m in behind)
