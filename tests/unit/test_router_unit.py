@@ -4,12 +4,21 @@ runs the unit on the stand-in)."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from pydantic import ValidationError
 
 from llmhost.config.router import RouterSettings
 from llmhost.locks import LockError, load_router_lock
-from llmhost.router import RouterDataError, Worker, check_ports, choose_workers, render_unit
+from llmhost.router import (
+    RouterDataError,
+    Worker,
+    answers_command,
+    check_ports,
+    choose_workers,
+    render_unit,
+)
 
 GUESTS = [
     Worker("llm-lxc", "http://10.0.0.11:8000", "kimi-k2.5-int4"),
@@ -81,3 +90,26 @@ def test_the_router_pin_installs_only_from_its_committed_lock() -> None:
     assert "vllm-router==0.1.17" in lock.path.read_text()
     with pytest.raises(LockError, match="python -m llmhost.locks compile --router 0.1.99"):
         load_router_lock("0.1.99", "rt")
+
+
+def test_the_wait_for_a_started_router_fails_naming_the_journal_when_it_never_answers() -> None:
+    """The drill of the router's start check: nothing listens on the discard port, so the
+    command run on the router host gives up within its bound, exit 1, saying where to look."""
+    settings = RouterSettings(listen_address="127.0.0.1", port=9)
+    proc = subprocess.run(
+        answers_command(settings, timeout_s=2),
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert "http://127.0.0.1:9/list_workers did not answer within 2 s" in proc.stderr
+    assert "journalctl -u vllm-router.service" in proc.stderr
+
+
+def test_the_wait_for_a_router_listening_everywhere_asks_loopback() -> None:
+    assert "http://127.0.0.1:8080/list_workers" in answers_command(
+        RouterSettings(listen_address="0.0.0.0")
+    )
+    assert "http://[::1]:8080/list_workers" in answers_command(RouterSettings(listen_address="::"))
