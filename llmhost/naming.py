@@ -8,6 +8,8 @@ from __future__ import annotations
 
 PREFIX = "llmhost-"
 AB_SUFFIX = "-nodraft"
+# The serving units' service user's home: its caches (vLLM's, torch's) live under it.
+SERVICE_HOME = "/var/lib/llmhost"
 
 
 def unit_name(model: str) -> str:

@@ -53,7 +53,11 @@ def sync_command(
     extra_index_urls: list[str],
     find_links: list[str],
 ) -> str:
+    # Bytecode compiled here, as root: the service user cannot write __pycache__ into this
+    # venv, so otherwise every start of every vLLM process compiles in memory each module it
+    # imports (measured on the sandbox: vLLM's API server import 10.6 s, 8.8 s compiled).
     args = [uv, "pip", "sync", "--python", f"{path}/bin/python", "--require-hashes"]
+    args.append("--compile-bytecode")
     args += ["--index-url", index_url]
     for url in extra_index_urls:
         args += ["--extra-index-url", url]

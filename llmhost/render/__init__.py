@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from llmhost.catalog import ModelProfile
 from llmhost.config.guest import GuestConfig
 from llmhost.host_profiles import host_profile
-from llmhost.naming import unit_name
+from llmhost.naming import SERVICE_HOME, unit_name
 from llmhost.secrets import ResolvedSecrets
 
 # Set on every unit: no phoning home, no hub access at run time (weights are staged).
@@ -163,6 +163,10 @@ def unit_env(
         # init took 14.6-18.5 s with it, 6.7-9.5 s without (the older compile path). A
         # profile's own env may set it back.
         env["VLLM_USE_AOT_COMPILE"] = "0"
+        # That path compiles with Inductor into its default cache, /tmp/torchinductor_<user>,
+        # which a boot empties: the first start after every boot compiled again (the engine's
+        # warm-up 45 s instead of 5 on the sandbox). The service user's home keeps it.
+        env["TORCHINDUCTOR_CACHE_DIR"] = f"{SERVICE_HOME}/.cache/torchinductor"
     if profile.attention_backend:
         env["VLLM_ATTENTION_BACKEND"] = profile.attention_backend
     if cfg.cpu_threads_bind:

@@ -6,6 +6,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt, files
 
 from llmhost.config.guest import GuestConfig
+from llmhost.naming import SERVICE_HOME
 from llmhost.operations.files import atomic_file, directories, service_account
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmhost-proxy"
@@ -46,7 +47,7 @@ def guest_base(cfg: GuestConfig) -> None:
     service_account(
         name=f"service user {cfg.service_user} (and its group)",
         user=cfg.service_user,
-        home="/var/lib/llmhost",
+        home=SERVICE_HOME,
     )
     directories(
         name="llmhost directories",

@@ -315,6 +315,14 @@ def test_a_cpu_guest_skips_the_aot_compile_cache_vllm_cpu_cannot_load() -> None:
     assert "VLLM_USE_AOT_COMPILE" not in render_env(load(LAB_LXC), "kimi-k2.5-int4")
 
 
+def test_a_cpu_guest_keeps_its_compiled_kernels_across_boots() -> None:
+    """Inductor's default cache is under /tmp, which a boot empties: a CPU unit's cache is
+    in the service user's home, so the first start after a boot does not compile again."""
+    env = render_env(load(SANDBOX), "tiny-llama")
+    assert "TORCHINDUCTOR_CACHE_DIR=/var/lib/llmhost/.cache/torchinductor\n" in env
+    assert "TORCHINDUCTOR_CACHE_DIR" not in render_env(load(LAB_LXC), "kimi-k2.5-int4")
+
+
 def test_served_aliases_follow_the_served_model_name_on_its_unit_only() -> None:
     """A stable name clients keep across a switch: after the catalog's name on the served
     model's unit (and its A/B twin), on no extra unit."""

@@ -164,6 +164,7 @@ def run_op(monkeypatch: pytest.MonkeyPatch, marker: str | None, lock: str = LOCK
 
 SYNC = (
     f"/opt/llmhost/tools/bin/uv pip sync --python {VENV}/bin/python --require-hashes "
+    "--compile-bytecode "
     "--index-url http://10.99.0.1:5000/index/ --find-links http://10.99.0.1:8089/ "
     f"{GUEST_LOCK}"
 )
