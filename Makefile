@@ -80,7 +80,9 @@ demo: site
 	$(PY) -m llmhost.cli ask "Write one line about GPUs."
 
 # The suite as timed phases (tests/run_phases.py): each phase's duration and the machine's
-# speed that day printed and saved under results/make-test/; a warning past 40 minutes.
+# speed that day printed and saved under results/make-test/; a warning past 40 minutes. The
+# phases that judge speed run alone first; the GRUB VM then runs beside the rest at idle CPU
+# priority (docs/testing.md says why).
 # `make test PHASES="unit integration/test_switch"` runs only the phases starting so.
 test: sandbox-up standin-up
 	$(PY) tests/run_phases.py $(addprefix --only ,$(PHASES))

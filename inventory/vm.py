@@ -19,7 +19,12 @@ proxmox_hosts = [
             "boot_loader": "grub",
             "gpu_pci_ids": ["10de:2335"],
             "allow_reboot": True,
-            "reboot_timeout_s": 600,
+            # make test runs the VM at idle CPU priority beside other phases: a reboot may
+            # take many minutes, and an ssh handshake may wait for CPU.
+            "reboot_timeout_s": 1800,
+            "ssh_connect_retries": 10,
+            "ssh_connect_retry_min_delay": 5,
+            "ssh_connect_retry_max_delay": 15,
             "lxc_guests": [],
             "kvm_guests": [],
         },

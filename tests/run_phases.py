@@ -2,12 +2,21 @@
 
 Why: a suite that needs 42 minutes on a good day times CI out on a slow one, and a slow day
 must be told apart from a slow change. So the suite runs as named phases (unit, each
-integration module, language, state, each benchmark, the VM), each timed; a reference figure
-for the machine's speed that day (`pyinfra <guest> exec -- true`, median of 3, before and after)
-is printed with them; the whole is saved as JSON under the results directory (untracked). Every
-phase runs even when an earlier one failed, so one run names every failure; the exit code is 1
-when any phase failed. Past the 40-minute budget the runner says so, once when it crosses it
-and again in its last line. Standard library only: it runs with the project's venv Python.
+integration module, language, state, each benchmark, the VM), each timed with the share of the
+machine's CPU it kept busy; a reference figure for the machine's speed that day
+(`pyinfra <guest> exec -- true`, median of 3, before and after) is printed with them; the whole
+is saved as JSON under the results directory (untracked). Every phase runs even when an earlier
+one failed, so one run names every failure; the exit code is 1 when any phase failed. Past the
+40-minute budget the runner says so, once when it crosses it and again in its last line.
+Standard library only: it runs with the project's venv Python.
+
+The phases that measure speed (the gate, the draft A/Bs, the benchmarks) run first, with
+nothing beside them. The GRUB VM (about 10 minutes of software emulation, sharing nothing with
+the sandbox's guests) then runs beside the remaining phases at idle CPU and I/O priority
+(SCHED_IDLE, ionice idle): it gets only the CPU they leave unused (a quarter to a half of two
+cores while they wait on readiness, health windows and alerts), so it slows them by nothing
+that matters and its ten minutes mostly vanish from the total. It has the CPU to itself once
+they end; the runner then waits for it.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,11 +59,20 @@ VM_SCRIPT = (
 )
 
 
+VM_STOP = ["tests/vm/build_vm.sh", "stop"]  # QEMU daemonizes into a session of its own
+
+
 @dataclass
 class Phase:
     name: str
     argv: list[str]
     junit: bool = False  # a pytest phase: its per-test times are read back from JUnit XML
+    # Judges speed (a gate, an A/B, a benchmark): runs before anything runs beside the phases.
+    quiet: bool = False
+    # Runs beside the phases after the quiet ones, at idle priority (the VM).
+    beside: bool = False
+    # What stops what it leaves running outside its session when it is interrupted.
+    cleanup: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -63,26 +82,49 @@ class Outcome:
     rc: int
     slowest_tests: list[dict[str, object]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # pytest's passed/failed/skipped
+    # The machine's CPU kept busy while it ran (all cores, containers included): 0.0-1.0.
+    cpu_busy: float | None = None
+    beside: bool = False  # ran beside other phases (its seconds overlap theirs)
 
 
-def pytest_phase(name: str, *args: str) -> Phase:
-    return Phase(name, [*PYTEST, *args], junit=True)
+def pytest_phase(name: str, *args: str, quiet: bool = False) -> Phase:
+    return Phase(name, [*PYTEST, *args], junit=True, quiet=quiet)
+
+
+# The integration modules that judge speed: the gate's baselines and regressions, the draft
+# A/Bs (a draft must pay) of the spec-draft module and of the switch to a draft profile, and
+# the gates of the serve module's proofs and of a site rebuilt after a hard stop.
+QUIET_MODULES = (
+    "test_gate_sandbox",
+    "test_spec_draft_gate_sandbox",
+    "test_switch_sandbox",
+    "test_serve_sandbox",
+    "test_site_sandbox",
+)
 
 
 def phases() -> list[Phase]:
-    """The suite, in order: no target, then the sandbox site, then benchmarks, then the VM."""
+    """The suite, in order: no target; the phases that judge speed, alone; then the VM beside
+    the rest of the sandbox site's phases."""
     guest = ["--hosts=ssh://" + SANDBOX_IP, "--ssh-config=" + SSH_CONFIG]
     host = ["--hosts=ssh://" + STANDIN_IP, "--ssh-config=" + SSH_CONFIG]
     integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
+
+    def module(path: Path) -> Phase:
+        rel = str(path.relative_to(REPO))
+        return pytest_phase(f"integration/{path.stem}", rel, quiet=path.stem in QUIET_MODULES)
+
+    modules = [module(p) for p in integration]
     return [
         pytest_phase("unit", "tests/unit"),
-        *(pytest_phase(f"integration/{p.stem}", str(p.relative_to(REPO))) for p in integration),
+        *(p for p in modules if p.quiet),
+        Phase("bench/converge", [PY, "benchmarks/converge.py"], quiet=True),
+        Phase("bench/switch_downtime", [PY, "benchmarks/switch_downtime.py"], quiet=True),
+        Phase("vm", ["bash", "-c", VM_SCRIPT], junit=True, beside=True, cleanup=VM_STOP),
+        *(p for p in modules if not p.quiet),
         pytest_phase("language", "tests/language"),
         pytest_phase("state/guest", "tests/state/guest", *guest),
         pytest_phase("state/host", "tests/state/host", *host),
-        Phase("bench/converge", [PY, "benchmarks/converge.py"]),
-        Phase("bench/switch_downtime", [PY, "benchmarks/switch_downtime.py"]),
-        Phase("vm", ["bash", "-c", VM_SCRIPT], junit=True),
     ]
 
 
@@ -130,20 +172,97 @@ def test_counts(junit: Path) -> dict[str, int]:
     return counts
 
 
-def run_phase(phase: Phase, scratch: Path) -> Outcome:
+def cpu_ticks() -> tuple[int, int]:
+    """(total, idle) jiffies of all CPUs since boot, from /proc/stat (containers included)."""
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    return sum(values), values[3] + values[4]  # idle + iowait
+
+
+def busy_since(before: tuple[int, int]) -> float | None:
+    total, idle = cpu_ticks()
+    spent = total - before[0]
+    return round(1 - (idle - before[1]) / spent, 3) if spent > 0 else None
+
+
+def phase_argv(phase: Phase, scratch: Path) -> tuple[list[str], Path]:
     argv = list(phase.argv)
     junit = scratch / (phase.name.replace("/", "--") + ".xml")
     if phase.junit and any("{junit}" in a for a in argv):
         argv = [a.replace("{junit}", str(junit)) for a in argv]
     elif phase.junit:
         argv.append(f"--junitxml={junit}")
-    print(f"\n[make test] === {phase.name}", flush=True)
-    start = time.monotonic()
-    rc = subprocess.run(argv, cwd=REPO).returncode
-    took = time.monotonic() - start
+    return argv, junit
+
+
+def outcome(phase: Phase, took: float, rc: int, junit: Path, busy: float | None) -> Outcome:
     if not phase.junit:
-        return Outcome(phase.name, round(took, 1), rc)
-    return Outcome(phase.name, round(took, 1), rc, slowest_tests(junit), test_counts(junit))
+        return Outcome(phase.name, round(took, 1), rc, cpu_busy=busy, beside=phase.beside)
+    return Outcome(
+        phase.name,
+        round(took, 1),
+        rc,
+        slowest_tests(junit),
+        test_counts(junit),
+        cpu_busy=busy,
+        beside=phase.beside,
+    )
+
+
+def run_phase(phase: Phase, scratch: Path) -> Outcome:
+    argv, junit = phase_argv(phase, scratch)
+    print(f"\n[make test] === {phase.name}", flush=True)
+    start, ticks = time.monotonic(), cpu_ticks()
+    rc = subprocess.run(argv, cwd=REPO).returncode
+    return outcome(phase, time.monotonic() - start, rc, junit, busy_since(ticks))
+
+
+class Beside:
+    """A phase running beside the others: its own session (so that it can be stopped whole),
+    SCHED_IDLE and idle I/O class (inherited by every process it starts, QEMU's threads too),
+    its output in a log printed when it ends."""
+
+    def __init__(self, phase: Phase, scratch: Path) -> None:
+        self.phase = phase
+        argv, self.junit = phase_argv(phase, scratch)
+        self.log_path = scratch / (phase.name.replace("/", "--") + ".log")
+        self.log = self.log_path.open("w")
+        print(
+            f"\n[make test] === {phase.name}: started beside the next phases at idle CPU "
+            f"priority (its output in {self.log_path}, printed when it ends)",
+            flush=True,
+        )
+        self.start, self.ticks = time.monotonic(), cpu_ticks()
+        self.proc = subprocess.Popen(
+            ["chrt", "--idle", "0", "ionice", "-c", "3", *argv],
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def finish(self) -> Outcome:
+        print(f"\n[make test] === {self.phase.name}: waiting for it to end", flush=True)
+        rc = self.proc.wait()
+        took = time.monotonic() - self.start
+        self.log.close()
+        print(self.log_path.read_text(errors="replace"), end="", flush=True)
+        return outcome(self.phase, took, rc, self.junit, busy_since(self.ticks))
+
+    def stop(self) -> None:
+        """Ctrl-C or CI's timeout: the phase's session first, then what it started outside it
+        (the VM)."""
+        for sig, grace_s in ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            if self.proc.poll() is not None:
+                break
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                continue
+        if self.phase.cleanup:
+            subprocess.run(self.phase.cleanup, cwd=REPO, check=False)
+        self.log.close()
 
 
 def fmt(seconds: float) -> str:
@@ -154,7 +273,9 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
     lines = ["", "[make test] phases:"]
     for o in outcomes:
         verdict = "ok" if o.rc == 0 else f"FAILED (exit {o.rc})"
-        lines.append(f"  {o.name:<44} {fmt(o.seconds):>7}  {verdict}")
+        busy = "" if o.cpu_busy is None else f"  CPU {o.cpu_busy:.0%} busy"
+        beside = "  (beside the phases after it)" if o.beside else ""
+        lines.append(f"  {o.name:<44} {fmt(o.seconds):>7}  {verdict}{busy}{beside}")
     shown = {k: "not measured" if v is None else f"{v}s" for k, v in speed.items()}
     lines.append(
         "[make test] machine speed: pyinfra exec -- true "
@@ -179,8 +300,14 @@ def main() -> int:
     outcomes: list[Outcome] = []
     warned = False
     interrupted = None
+    beside: Beside | None = None
+    # A phase runs beside the others only when others follow it (run alone, it is the run).
+    alone = len(selected) == 1
     for phase in selected:
         try:
+            if phase.beside and not alone:
+                beside = Beside(phase, scratch)
+                continue
             outcomes.append(run_phase(phase, scratch))
         except KeyboardInterrupt:  # CI's own timeout sends SIGINT: still say where it stood
             interrupted = phase.name
@@ -194,6 +321,23 @@ def main() -> int:
         if elapsed > BUDGET_S and not warned:
             warned = True
             print(f"[make test] WARNING: past the {BUDGET_S // 60}-minute budget", flush=True)
+    if beside is not None:
+        try:
+            if interrupted is not None:
+                beside.stop()
+                interrupted += f" (and {beside.phase.name}, beside it)"
+            else:
+                outcomes.append(beside.finish())
+                elapsed = time.monotonic() - start
+                print(
+                    f"[make test] {beside.phase.name}: {fmt(outcomes[-1].seconds)} beside the "
+                    f"others, {fmt(elapsed)} so far",
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            interrupted = beside.phase.name
+            print(f"[make test] interrupted during {interrupted}", flush=True)
+            beside.stop()
     if interrupted is None:
         speed["after"] = exec_true_seconds()
     total = time.monotonic() - start

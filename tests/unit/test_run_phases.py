@@ -1,0 +1,71 @@
+"""make test's runner (tests/run_phases.py): the order that keeps speed judged on a quiet
+machine, and the VM beside the other phases at idle priority, stopped whole on Ctrl-C."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests import run_phases
+from tests.run_phases import Beside, Phase
+
+PROBE = "import os, sys; print('idle' if os.sched_getscheduler(0) == os.SCHED_IDLE else 'other')"
+
+
+def test_every_phase_that_judges_speed_runs_before_the_vm_starts_beside_the_rest() -> None:
+    names = [p.name for p in run_phases.phases()]
+    vm = names.index("vm")
+    beside = [p for p in run_phases.phases() if p.beside]
+    assert [p.name for p in beside] == ["vm"] and beside[0].cleanup == run_phases.VM_STOP
+    quiet = [i for i, p in enumerate(run_phases.phases()) if p.quiet]
+    assert quiet and max(quiet) < vm, names
+    for module in run_phases.QUIET_MODULES:
+        assert names.index(f"integration/{module}") < vm
+    # Every phase is still there: the other modules, language and state after the VM.
+    assert vm < names.index("language") < names.index("state/host")
+    modules = sorted(Path(run_phases.REPO, "tests", "integration").glob("test_*.py"))
+    assert {f"integration/{m.stem}" for m in modules} <= set(names)
+
+
+def test_a_phase_beside_the_others_runs_at_idle_cpu_priority(tmp_path: Path) -> None:
+    phase = Phase("probe", [sys.executable, "-c", PROBE], beside=True)
+    outcome = Beside(phase, tmp_path).finish()
+    assert outcome.rc == 0 and outcome.beside
+    assert (tmp_path / "probe.log").read_text().strip() == "idle"
+    assert outcome.cpu_busy is not None and 0.0 <= outcome.cpu_busy <= 1.0
+
+
+def test_stopping_a_phase_beside_ends_its_session_and_runs_its_cleanup(tmp_path: Path) -> None:
+    marker = tmp_path / "cleaned"
+    # As under a terminal's Ctrl-C: SIGINT's default action (a job started in the background
+    # may inherit it ignored).
+    child = (
+        "import signal, subprocess, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "subprocess.Popen(['sleep', '300']); time.sleep(300)"
+    )
+    phase = Phase(
+        "sleeper",
+        [sys.executable, "-c", child],
+        beside=True,
+        cleanup=["touch", str(marker)],
+    )
+    beside = Beside(phase, tmp_path)
+    time.sleep(1)
+    start = time.monotonic()
+    beside.stop()
+    assert time.monotonic() - start < 5
+    assert beside.proc.returncode is not None
+    assert marker.exists()
+    # Nothing of its session is left: the grandchild sleep went with it (reaped by init).
+    deadline = time.monotonic() + 5
+    while session_left(beside.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert session_left(beside.proc.pid) == []
+
+
+def session_left(sid: int) -> list[str]:
+    """Live processes (not zombies) of a session."""
+    ps = subprocess.run(["ps", "-s", str(sid), "-o", "pid=,stat="], capture_output=True, text=True)
+    return [line for line in ps.stdout.splitlines() if line.split()[1][0] != "Z"]
