@@ -51,11 +51,12 @@ def results_dir() -> Path:
 
 
 # make test-vm's steps, with the pytest run's JUnit XML kept ({junit}): build and boot the
-# GRUB VM, run its tests, stop it whatever they did.
+# GRUB VM, run its tests, stop it whatever they did (an interrupted boot wait too: the trap).
 VM_SCRIPT = (
-    "tests/vm/build_vm.sh stop; tests/vm/build_vm.sh build && tests/vm/build_vm.sh start && "
+    "trap 'tests/vm/build_vm.sh stop' EXIT; tests/vm/build_vm.sh stop; "
+    "tests/vm/build_vm.sh build && tests/vm/build_vm.sh start && "
     + " ".join(PYTEST)
-    + " tests/vm --junitxml={junit}; rc=$?; tests/vm/build_vm.sh stop; exit $rc"
+    + " tests/vm --junitxml={junit}"
 )
 
 
@@ -188,6 +189,7 @@ def busy_since(before: tuple[int, int]) -> float | None:
 def phase_argv(phase: Phase, scratch: Path) -> tuple[list[str], Path]:
     argv = list(phase.argv)
     junit = scratch / (phase.name.replace("/", "--") + ".xml")
+    junit.unlink(missing_ok=True)  # a phase that writes none must not count an earlier run's
     if phase.junit and any("{junit}" in a for a in argv):
         argv = [a.replace("{junit}", str(junit)) for a in argv]
     elif phase.junit:
@@ -195,9 +197,11 @@ def phase_argv(phase: Phase, scratch: Path) -> tuple[list[str], Path]:
     return argv, junit
 
 
-def outcome(phase: Phase, took: float, rc: int, junit: Path, busy: float | None) -> Outcome:
+def outcome(
+    phase: Phase, took: float, rc: int, junit: Path, busy: float | None, beside: bool = False
+) -> Outcome:
     if not phase.junit:
-        return Outcome(phase.name, round(took, 1), rc, cpu_busy=busy, beside=phase.beside)
+        return Outcome(phase.name, round(took, 1), rc, cpu_busy=busy, beside=beside)
     return Outcome(
         phase.name,
         round(took, 1),
@@ -205,7 +209,7 @@ def outcome(phase: Phase, took: float, rc: int, junit: Path, busy: float | None)
         slowest_tests(junit),
         test_counts(junit),
         cpu_busy=busy,
-        beside=phase.beside,
+        beside=beside,
     )
 
 
@@ -213,7 +217,12 @@ def run_phase(phase: Phase, scratch: Path) -> Outcome:
     argv, junit = phase_argv(phase, scratch)
     print(f"\n[make test] === {phase.name}", flush=True)
     start, ticks = time.monotonic(), cpu_ticks()
-    rc = subprocess.run(argv, cwd=REPO).returncode
+    try:
+        rc = subprocess.run(argv, cwd=REPO).returncode
+    except KeyboardInterrupt:
+        if phase.cleanup:  # the VM run in the foreground: QEMU is not in its process group
+            subprocess.run(phase.cleanup, cwd=REPO, check=False)
+        raise
     return outcome(phase, time.monotonic() - start, rc, junit, busy_since(ticks))
 
 
@@ -236,6 +245,7 @@ class Beside:
         self.proc = subprocess.Popen(
             ["chrt", "--idle", "0", "ionice", "-c", "3", *argv],
             cwd=REPO,
+            stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -247,22 +257,37 @@ class Beside:
         took = time.monotonic() - self.start
         self.log.close()
         print(self.log_path.read_text(errors="replace"), end="", flush=True)
-        return outcome(self.phase, took, rc, self.junit, busy_since(self.ticks))
+        return outcome(self.phase, took, rc, self.junit, busy_since(self.ticks), beside=True)
 
     def stop(self) -> None:
         """Ctrl-C or CI's timeout: the phase's session first, then what it started outside it
         (the VM)."""
         for sig, grace_s in ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-            if self.proc.poll() is not None:
+            if not self.session_alive():
                 break
             os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                continue
+            deadline = time.monotonic() + grace_s
+            while self.session_alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        if self.proc.poll() is None:
+            self.proc.wait()
         if self.phase.cleanup:
             subprocess.run(self.phase.cleanup, cwd=REPO, check=False)
         self.log.close()
+        tail = self.log_path.read_text(errors="replace").splitlines()[-20:]
+        print("\n".join(f"  [{self.phase.name}] {line}" for line in tail), flush=True)
+
+    def session_alive(self) -> bool:
+        """Any process left in the phase's process group (not only its first one)."""
+        self.proc.poll()  # reaps the leader, so that a dead one does not count
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def ended(self) -> bool:
+        return self.proc.poll() is not None
 
 
 def fmt(seconds: float) -> str:
@@ -274,7 +299,7 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
     for o in outcomes:
         verdict = "ok" if o.rc == 0 else f"FAILED (exit {o.rc})"
         busy = "" if o.cpu_busy is None else f"  CPU {o.cpu_busy:.0%} busy"
-        beside = "  (beside the phases after it)" if o.beside else ""
+        beside = "  (beside the phases after the benchmarks)" if o.beside else ""
         lines.append(f"  {o.name:<44} {fmt(o.seconds):>7}  {verdict}{busy}{beside}")
     shown = {k: "not measured" if v is None else f"{v}s" for k, v in speed.items()}
     lines.append(
@@ -285,7 +310,68 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
     return "\n".join(lines)
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP stop the run as Ctrl-C does: with its phases stopped and reported."""
+    raise KeyboardInterrupt
+
+
+def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Outcome], str | None]:
+    """Every selected phase, a phase beside the others started where it stands in the order;
+    (their outcomes, the phase interrupted or None). Whatever happens, a phase beside the
+    others does not outlive the run."""
+    outcomes: list[Outcome] = []
+    warned = False
+    interrupted = None
+    beside: Beside | None = None
+    try:
+        for index, phase in enumerate(selected):
+            try:
+                # Beside the others only when others follow it; else it is the run's last.
+                if phase.beside and index < len(selected) - 1:
+                    beside = Beside(phase, scratch)
+                    continue
+                outcomes.append(run_phase(phase, scratch))
+                elapsed = time.monotonic() - start
+                print(
+                    f"[make test] {phase.name}: {fmt(outcomes[-1].seconds)}, {fmt(elapsed)} so far",
+                    flush=True,
+                )
+                if elapsed > BUDGET_S and not warned:
+                    warned = True
+                    print(
+                        f"[make test] WARNING: past the {BUDGET_S // 60}-minute budget", flush=True
+                    )
+            except KeyboardInterrupt:  # CI's own timeout sends SIGINT: still say where it stood
+                interrupted = phase.name
+                print(f"[make test] interrupted during {phase.name}", flush=True)
+                break
+        if beside is not None and (interrupted is None or beside.ended()):
+            try:
+                outcomes.append(beside.finish())
+                print(
+                    f"[make test] {beside.phase.name}: {fmt(outcomes[-1].seconds)} beside the "
+                    f"others, {fmt(time.monotonic() - start)} so far",
+                    flush=True,
+                )
+                beside = None
+            except KeyboardInterrupt:
+                interrupted = interrupted or beside.phase.name
+                print(f"[make test] interrupted during {beside.phase.name}", flush=True)
+    finally:
+        if beside is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: cleanup goes on
+            try:
+                beside.stop()
+            finally:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            if interrupted is not None and beside.phase.name not in interrupted:
+                interrupted += f" (and {beside.phase.name}, beside it)"
+    return outcomes, interrupted
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="run phases starting so")
     args = parser.parse_args()
@@ -297,47 +383,7 @@ def main() -> int:
     start = time.monotonic()
     speed: dict[str, float | None] = {"before": exec_true_seconds(), "after": None}
     print(f"[make test] machine speed: pyinfra exec -- true {speed['before']}s", flush=True)
-    outcomes: list[Outcome] = []
-    warned = False
-    interrupted = None
-    beside: Beside | None = None
-    # A phase runs beside the others only when others follow it (run alone, it is the run).
-    alone = len(selected) == 1
-    for phase in selected:
-        try:
-            if phase.beside and not alone:
-                beside = Beside(phase, scratch)
-                continue
-            outcomes.append(run_phase(phase, scratch))
-        except KeyboardInterrupt:  # CI's own timeout sends SIGINT: still say where it stood
-            interrupted = phase.name
-            print(f"[make test] interrupted during {phase.name}", flush=True)
-            break
-        elapsed = time.monotonic() - start
-        print(
-            f"[make test] {phase.name}: {fmt(outcomes[-1].seconds)}, {fmt(elapsed)} so far",
-            flush=True,
-        )
-        if elapsed > BUDGET_S and not warned:
-            warned = True
-            print(f"[make test] WARNING: past the {BUDGET_S // 60}-minute budget", flush=True)
-    if beside is not None:
-        try:
-            if interrupted is not None:
-                beside.stop()
-                interrupted += f" (and {beside.phase.name}, beside it)"
-            else:
-                outcomes.append(beside.finish())
-                elapsed = time.monotonic() - start
-                print(
-                    f"[make test] {beside.phase.name}: {fmt(outcomes[-1].seconds)} beside the "
-                    f"others, {fmt(elapsed)} so far",
-                    flush=True,
-                )
-        except KeyboardInterrupt:
-            interrupted = beside.phase.name
-            print(f"[make test] interrupted during {interrupted}", flush=True)
-            beside.stop()
+    outcomes, interrupted = run_all(selected, scratch, start)
     if interrupted is None:
         speed["after"] = exec_true_seconds()
     total = time.monotonic() - start

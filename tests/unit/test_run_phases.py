@@ -69,3 +69,36 @@ def session_left(sid: int) -> list[str]:
     """Live processes (not zombies) of a session."""
     ps = subprocess.run(["ps", "-s", str(sid), "-o", "pid=,stat="], capture_output=True, text=True)
     return [line for line in ps.stdout.splitlines() if line.split()[1][0] != "Z"]
+
+
+def test_the_phase_beside_is_waited_for_and_reported_after_the_others(tmp_path: Path) -> None:
+    beside = Phase("slow", [sys.executable, "-c", "import time; time.sleep(1); print('vm done')"])
+    beside.beside = True
+    after = Phase("after", [sys.executable, "-c", "print('after')"])
+    outcomes, interrupted = run_phases.run_all([beside, after], tmp_path, time.monotonic())
+    assert interrupted is None
+    assert [(o.name, o.rc, o.beside) for o in outcomes] == [("after", 0, False), ("slow", 0, True)]
+    assert (tmp_path / "slow.log").read_text() == "vm done\n"
+
+
+def test_ctrl_c_in_a_phase_stops_the_one_beside_it_and_names_both(tmp_path: Path) -> None:
+    marker = tmp_path / "vm-stopped"
+    sleeper = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(300)"
+    beside = Phase(
+        "vm", [sys.executable, "-c", sleeper], beside=True, cleanup=["touch", str(marker)]
+    )
+    ctrl_c = "import os, signal; os.kill(os.getppid(), signal.SIGINT)"  # as a terminal would
+    phase = Phase("integration/x", [sys.executable, "-c", ctrl_c])
+    start = time.monotonic()
+    outcomes, interrupted = run_phases.run_all([beside, phase], tmp_path, start)
+    assert time.monotonic() - start < 10
+    assert interrupted == "integration/x (and vm, beside it)"
+    assert outcomes == [] and marker.exists()
+
+
+def test_a_vm_phase_selected_last_runs_in_the_foreground(tmp_path: Path) -> None:
+    """Beside only when other phases follow it: last (or alone), it is simply run."""
+    vm = Phase("vm", [sys.executable, "-c", PROBE], beside=True)
+    outcomes, _ = run_phases.run_all([vm], tmp_path, time.monotonic())
+    assert [(o.name, o.beside) for o in outcomes] == [("vm", False)]
+    assert not (tmp_path / "vm.log").exists()

@@ -30,7 +30,12 @@ build() {  # the rootfs is kept between builds; the disk is always made afresh
 }
 
 rootfs() {
-  rm -rf "$ROOT"; cp -a "$CACHE" "$ROOT"
+  # A build killed while /proc, /sys and /dev were bound in the rootfs left them mounted:
+  # unmount first, and never delete across a filesystem boundary.
+  for d in dev/pts dev sys proc; do
+    if mountpoint -q "$ROOT/$d" 2>/dev/null; then umount -l "$ROOT/$d"; fi
+  done
+  rm -rf --one-file-system "$ROOT"; cp -a "$CACHE" "$ROOT"
   cp /var/lib/lxc/llmhost-sbx/rootfs/etc/apt/sources.list "$ROOT/etc/apt/sources.list"
   echo "Acquire::http::Proxy \"$PROXY\";" > "$ROOT/etc/apt/apt.conf.d/01proxy"
   for d in proc sys dev dev/pts; do mount --bind /$d "$ROOT/$d"; done
@@ -97,7 +102,7 @@ start() {
   log "booting (qemu pid $(cat $VM/qemu.pid)); serial console in $VM/serial.log"
   local began=$SECONDS
   while (( SECONDS - began < BOOT_WAIT_S )); do
-    ssh -i $KEY -p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+    timeout 60 ssh -i $KEY -p 2222 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
       -o LogLevel=ERROR -o ConnectTimeout=5 -o BatchMode=yes root@127.0.0.1 true 2>/dev/null \
       && { log "ssh up after $((SECONDS - began))s"; return; }
     sleep 2
