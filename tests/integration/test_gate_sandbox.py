@@ -308,6 +308,8 @@ def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
     # 3 x CV), at most 15%) must not.
     with throttled(sandbox, stopped_s=0.05, running_s=0.2):
         fifth = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
+    if fifth.rc == 0:
+        box_above_its_baseline(fifth.output, drill_data)
     assert fifth.rc != 0, fifth.tail()
     assert "throughput below baseline for tiny-llama" in fifth.output, fifth.tail()
     judged = judged_lines(fifth.output)
@@ -336,3 +338,27 @@ def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
     throttle = [slow[c] / now[c] for c in slow if now.get(c)]
     assert throttle, box.tail()
     assert all(0.45 < x < 0.95 for x in throttle), (shares, throttle, now, slow)
+
+
+def box_above_its_baseline(throttled_output: str, drill_data: str) -> None:
+    """A throttled server the gate passed: a miss, unless the box itself now runs so much
+    faster than when its baseline was set that the throttle's share of it still sits above
+    the floor. Then the drill's premise (a server 20% below its baseline) does not hold:
+    skipped with the numbers, never passed, and only when the throttle is seen to take its
+    share (unthrottled against throttled, measured now). Measured (fresh clone, 2026-12-03):
+    `exec -- true` read 1.11 s when the baseline was set and 0.77 s by the end; the throttled
+    server read 95-98% of the baseline."""
+    box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
+    now, slow = measured_of(box.output), measured_of(throttled_output)
+    floors = {
+        int(c): float(f)
+        for c, f in re.findall(r"throughput c=(\d+): .*?\(floor ([\d.]+) ", throttled_output)
+    }
+    share = {c: slow[c] / now[c] for c in slow if now.get(c)}
+    assert share and all(0.45 < x < 0.95 for x in share.values()), (share, now, slow)
+    if floors and all(0.8 * now.get(c, 0.0) >= floor for c, floor in floors.items()):
+        pytest.skip(
+            f"the box runs faster than when its baseline was set: unthrottled {now}, floors "
+            f"{floors}; four fifths of it stay above them, so the throttled server ({slow}, "
+            f"{share} of the unthrottled) is not 20% below its baseline today"
+        )
