@@ -44,7 +44,7 @@ SSH = [
 PATIENCE_S = 1200
 REBOOT_WAIT_S = 1800
 TRANSPORT = re.compile(
-    r"Connection (refused|reset|closed|timed out)|banner exchange|kex_exchange_identification"
+    r"Connection (refused|reset|closed)|banner exchange|kex_exchange_identification"
     r"|not responding|Broken pipe|timed out"
 )
 
