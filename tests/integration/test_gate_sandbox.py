@@ -13,8 +13,9 @@ so the first run starts a new host baseline:
   measured by hand: docs/evidence/gate-quiet-gates-*.json); one that fails only where its own
   line says the floor sits inside the box's noise (UNRESOLVED) is skipped with its numbers;
 then the same unit, throttled on the guest (SIGSTOP/SIGCONT on a fixed clock) to a quarter of
-its time and then to four fifths (a 20% regression), fails the gate both times on the host
-baseline, the second after its confirming sweeps; the catalog's figure alone passes it.
+its time and then to four fifths of its baseline (a 20% regression, the throttle sized on the
+box's speed of the minute), fails the gate both times on the host baseline, the second after
+its confirming sweeps; the catalog's figure alone passes it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ QUIET = 8
 FIRST_N = 5  # the sandbox profile's baseline_runs
 RESOLVED_Z = 2  # a difference of two scattered figures is resolved past 2 standard deviations
 UNRESOLVED_PAST = 0.20  # an allowance wider than the regression the gate must catch judges nothing
+REGRESSION = 0.20  # the drill's regression: the server at four fifths of its baseline
+REGRESSION_AT_MOST = 0.40  # the largest share of the time the throttle stops the server
+THROTTLE_PERIOD_S = 0.25  # the throttle's clock: stopped, then running, every 0.25 s
+DRILL_ATTEMPTS = 3
 GUEST_ONLY = ("--limit", "sandbox")  # the stand-in has nothing to do with a gate
 
 
@@ -299,34 +304,93 @@ def test_a_server_at_a_quarter_of_its_speed_fails_the_gate(
     assert failed and all("host baseline of" in rest for _, _, rest in failed), failed
 
 
+def baselines_of(output: str) -> dict[int, float]:
+    """The baseline each gate line was judged on, per concurrency."""
+    found = re.findall(r"throughput c=(\d+): [\d.]+ output tok/s vs baseline ([\d.]+)", output)
+    return {int(c): float(b) for c, b in found}
+
+
+def stopped_share_for(now: dict[int, float], baseline: dict[int, float]) -> float:
+    """The share of each throttle period the unit stays stopped so that it runs at four
+    fifths of its baseline at every level, the box's speed being `now` (unthrottled, just
+    measured): a fifth where the box runs at its baseline or slower, more where it has
+    sped up since the baseline was set (10% faster: 27%). At most REGRESSION_AT_MOST: past
+    that the drill would be the 4x one."""
+    need = [1 - (1 - REGRESSION) * baseline[c] / now[c] for c in baseline if now.get(c)]
+    return min(REGRESSION_AT_MOST, max([REGRESSION, *need]))
+
+
 def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
     sandbox: SandboxState, gates: list[Run], drill_data: str, served: GuestConfig
 ) -> None:
+    """A server running at four fifths of its host baseline fails the gate; the catalog's
+    figure alone would have passed it. The sandbox's floor used to sit at half its baseline
+    (tolerance 0.5) and passed such a server; the floor from its own scatter (max(8%, 3 x
+    CV), at most 15%) must not.
+
+    Four fifths of the baseline, not of whatever the box does today: the throttle is sized
+    on the server's unthrottled speed measured just before (the last quiet gate), so a box
+    that sped up since its baseline was set is throttled harder (stopped_share_for).
+
+    On a shared host the box's speed also moves within a minute, by more than 20% at times
+    (CI, 2026-12-03: the gate read a throttled c=8 at 1,879 tok/s and the unthrottled server
+    right after at 1,761). So a gate that passes the throttled server is judged on what its
+    own sweep measured:
+    - below the lowest floor a host baseline can get (baseline x (1 - tolerance)) at any
+      level: the gate passed a regression it measured, and the drill fails at once;
+    - otherwise the box's swing hid the throttle from the sweep: the same gate runs at once
+      unthrottled, and the drill is tried again, sized on that figure, up to DRILL_ATTEMPTS
+      times, then skipped with every attempt's numbers, never passed. (A throttle that stops
+      nothing would hide here; the 4x drill, on the same throttle, fails the gate or fails.)"""
     assert len(gates) > FIRST_N and gates[FIRST_N - 1].rc == 0, "no complete baseline"
-    # Stopped 0.05 s of every 0.25 s. The sandbox's floor used to sit at half its baseline
-    # (tolerance 0.5) and passed such a server; the floor from its own scatter (max(8%,
-    # 3 x CV), at most 15%) must not.
-    with throttled(sandbox, stopped_s=0.05, running_s=0.2):
-        fifth = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
-    if fifth.rc == 0:
-        box_above_its_baseline(fifth.output, drill_data)
-    assert fifth.rc != 0, fifth.tail()
+    assert served.profile.bench is not None
+    tolerance = served.profile.bench.tolerance
+    baseline = baselines_of(gates[-1].output)
+    now = measured_of(gates[-1].output)
+    assert baseline and now, gates[-1].tail()
+    attempts: list[str] = []
+    for attempt in range(1, DRILL_ATTEMPTS + 1):
+        stopped = stopped_share_for(now, baseline)
+        period = {"stopped_s": stopped * THROTTLE_PERIOD_S}
+        with throttled(sandbox, running_s=(1 - stopped) * THROTTLE_PERIOD_S, **period):
+            fifth = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
+        if fifth.rc != 0:
+            break
+        slow = measured_of(fifth.output)
+        attempts.append(
+            f"attempt {attempt}: stopped {stopped:.0%} of the time, sized on {now} against "
+            f"the baseline {baseline}; the gate passed at {slow}"
+        )
+        missed = {c: x for c, x in slow.items() if x < baseline.get(c, 0.0) * (1 - tolerance)}
+        assert not missed, f"the gate passed a regression its own sweep measured: {attempts}"
+        box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
+        now = measured_of(box.output)
+        attempts[-1] += f"; unthrottled right after: {now}"
+        if box.rc != 0:
+            pytest.skip(
+                "the box itself is below its floor now, unthrottled: a 20% regression cannot "
+                "be told from it today; " + "; ".join(attempts)
+            )
+    else:
+        pytest.skip(
+            "this box's speed swung by more than the throttle in every attempt, so no gate "
+            "measured the server 20% below its baseline: " + "; ".join(attempts)
+        )
+    print("\n".join(attempts))
     assert "throughput below baseline for tiny-llama" in fifth.output, fifth.tail()
     judged = judged_lines(fifth.output)
-    shares = [m / b for m, b, _ in judged]
-    assert shares, fifth.tail()
+    assert judged, fifth.tail()
     failed = [x for x in judged if "BELOW BASELINE" in x[2]]
     assert failed and all("host baseline of" in rest for _, _, rest in failed), failed
     # The catalog's figure alone would have passed this server: the host baseline caught it.
-    assert served.profile.bench is not None
-    tolerance = served.profile.bench.tolerance
     catalog = [(m, float(re.findall(r"catalog ([\d.]+)", rest)[0])) for m, _, rest in failed]
     assert all(m >= c * (1 - tolerance) for m, c in catalog), catalog
-    # About 70-80% of the baseline (0.65-0.78 measured), not 25%: what was caught is the
-    # drill's 20%. A box slowed for minutes slows the throttled server with it (CI, 2026-12-02:
-    # lower; here once 31-33%, while the 4x drill took 99 s instead of 38): then the same gate,
-    # unthrottled, at once, tells the throttle's share from the box's.
-    if all(0.45 < x < 0.95 for x in shares):
+    # What was caught is about the drill's fifth, not a slowed box: a box slowed for minutes
+    # slows the throttled server with it (CI, 2026-12-02: once 31-33% of the baseline, while
+    # the 4x drill took 99 s instead of 38). Then the same gate, unthrottled, at once, tells
+    # the throttle's share from the box's.
+    shares = [m / b for m, b, _ in judged]
+    if all(x > 1 - REGRESSION_AT_MOST - 0.1 for x in shares):
         return
     box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
     now, slow = measured_of(box.output), measured_of(fifth.output)
@@ -338,27 +402,3 @@ def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
     throttle = [slow[c] / now[c] for c in slow if now.get(c)]
     assert throttle, box.tail()
     assert all(0.45 < x < 0.95 for x in throttle), (shares, throttle, now, slow)
-
-
-def box_above_its_baseline(throttled_output: str, drill_data: str) -> None:
-    """A throttled server the gate passed: a miss, unless the box itself now runs so much
-    faster than when its baseline was set that the throttle's share of it still sits above
-    the floor. Then the drill's premise (a server 20% below its baseline) does not hold:
-    skipped with the numbers, never passed, and only when the throttle is seen to take its
-    share (unthrottled against throttled, measured now). Measured (fresh clone, 2026-12-03):
-    `exec -- true` read 1.11 s when the baseline was set and 0.77 s by the end; the throttled
-    server read 95-98% of the baseline."""
-    box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
-    now, slow = measured_of(box.output), measured_of(throttled_output)
-    floors = {
-        int(c): float(f)
-        for c, f in re.findall(r"throughput c=(\d+): .*?\(floor ([\d.]+) ", throttled_output)
-    }
-    share = {c: slow[c] / now[c] for c in slow if now.get(c)}
-    assert share and all(0.45 < x < 0.95 for x in share.values()), (share, now, slow)
-    if floors and all(0.8 * now.get(c, 0.0) >= floor for c, floor in floors.items()):
-        pytest.skip(
-            f"the box runs faster than when its baseline was set: unthrottled {now}, floors "
-            f"{floors}; four fifths of it stay above them, so the throttled server ({slow}, "
-            f"{share} of the unthrottled) is not 20% below its baseline today"
-        )
