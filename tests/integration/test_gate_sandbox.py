@@ -340,6 +340,22 @@ def stopped_share_for(now: dict[int, float], baseline: dict[int, float]) -> floa
     return min(REGRESSION_AT_MOST, max([REGRESSION, *need]))
 
 
+def unthrottled_gate(drill_data: str, context: str) -> dict[int, float]:
+    """The drill's gate once more on the unthrottled server, at once: what the box does this
+    minute. One that fails below its floor skips the drill (the box itself is below its
+    baseline: no 20% regression can be told from it today, `context` says what was read); one
+    that fails otherwise fails it."""
+    box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
+    now = measured_of(box.output)
+    if box.rc != 0:
+        assert "throughput below baseline" in box.output, box.tail()
+        pytest.skip(
+            f"the box itself is below its floor now, unthrottled ({now}): a 20% regression "
+            f"cannot be told from it today; {context}"
+        )
+    return now
+
+
 def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
     sandbox: SandboxState, gates: list[Run], drill_data: str, served: GuestConfig
 ) -> None:
@@ -397,15 +413,8 @@ def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
         )
         missed = {c: x for c, x in slow.items() if x < baseline.get(c, 0.0) * (1 - tolerance)}
         assert not missed, f"the gate passed a regression its own sweep measured: {attempts}"
-        box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
-        now = measured_of(box.output)
+        now = unthrottled_gate(drill_data, "; ".join(attempts))
         attempts[-1] += f"; unthrottled right after: {now}"
-        if box.rc != 0:
-            assert "throughput below baseline" in box.output, box.tail()
-            pytest.skip(
-                "the box itself is below its floor now, unthrottled: a 20% regression cannot "
-                "be told from it today; " + "; ".join(attempts)
-            )
     else:
         pytest.skip(
             "this box's speed swung by more than the throttle in every attempt, so no gate "
@@ -427,16 +436,10 @@ def test_a_20_percent_regression_fails_the_gate_where_the_catalog_passes_it(
     shares = [m / b for m, b, _ in judged]
     if all(x > 1 - REGRESSION_AT_MOST - 0.1 for x in shares):
         return
-    box = pyinfra(*SERVE, *GUEST_ONLY, "--data", drill_data)
-    now, slow = measured_of(box.output), measured_of(fifth.output)
-    if box.rc != 0:
-        assert "throughput below baseline" in box.output, box.tail()
-        pytest.skip(
-            f"the box itself is below the floor now (unthrottled {now}, throttled {slow}, "
-            f"{shares} of the baseline): a 20% regression cannot be told from it today"
-        )
+    slow = measured_of(fifth.output)
+    now = unthrottled_gate(drill_data, f"throttled {slow}, {shares} of the baseline")
     throttle = [slow[c] / now[c] for c in slow if now.get(c)]
-    assert throttle, box.tail()
+    assert throttle, (slow, now)
     # A fifth stopped read 0.65-0.78 of the unthrottled server; the band is that share's
     # (0.45-0.95 for a fifth), scaled to the share stopped.
     low = 0.45 * (1 - stopped) / (1 - REGRESSION)
