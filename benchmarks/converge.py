@@ -55,8 +55,9 @@ def main() -> int:
         "--",
         "true",
     ]
-    # The default proofs: a converge that changed nothing proves readiness and correctness;
-    # the throughput gate is skipped while its last pass is recent (the warm-up records one).
+    # The default proofs: a converge that changed nothing looks once for readiness and finds
+    # correctness recorded for the unit's current run; the throughput gate is skipped while
+    # its last pass is recent (the warm-up records one, and the correctness record).
     serve_args = [
         "inventory/sandbox.py",
         "deploys/serve.py",

@@ -13,14 +13,13 @@ import shlex
 from io import StringIO
 
 from pyinfra import host
-from pyinfra.api import FileUploadCommand, OperationError, operation
+from pyinfra.api import FileUploadCommand, operation
 
 from llmhost.facts.files import Account, PathStates
-from llmhost.operations.failure import fails_its_host
+from llmhost.operations.step import refusal
 
 
 @operation()
-@fails_its_host
 def atomic_file(
     content: str,
     dest: str,
@@ -59,7 +58,6 @@ def atomic_file(
 
 
 @operation()
-@fails_its_host
 def directories(specs: list[tuple[str, str, str, str]]):
     """
     Each ``(path, mode, user, group)`` is a directory with that mode and owner.
@@ -75,7 +73,8 @@ def directories(specs: list[tuple[str, str, str, str]]):
     for path, mode, user, group in specs:
         info = states.get(path)
         if info is not None and info.get("type") != "d":
-            raise OperationError(f"{path} exists and is not a directory")
+            yield refusal(f"{path} exists and is not a directory")
+            return
         actual = info and (int(info.get("mode") or 0), info.get("user"), info.get("group"))
         if actual == (int(mode), user, group):
             continue
@@ -87,7 +86,6 @@ def directories(specs: list[tuple[str, str, str, str]]):
 
 
 @operation()
-@fails_its_host
 def service_account(user: str, home: str, shell: str = "/usr/sbin/nologin"):
     """
     A system user with a same-named system group, this home and shell (one guest command).

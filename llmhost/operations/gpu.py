@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
-import time
-
 from pyinfra import host
 from pyinfra.api import OperationError, operation
-from pyinfra.context import state
 
 from llmhost.facts.nvidia import HostDriverVersion, UserspaceDriverVersion
 from llmhost.gpu_userspace import driver_mismatch
-from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
+from llmhost.operations.step import engine_step
 
 
-@operation()
-@fails_its_host
-def driver_versions_match(pin: str):
-    """
-    Guest userspace driver == kernel module == pin, read fresh at execution time.
-
-    + pin: group_data's cuda.driver_version (the host's driver)
-    """
-    if not state.is_executing:
-        return
-    nonce = str(time.monotonic())
-    module = host.get_fact(HostDriverVersion, nonce=nonce)
-    userspace = host.get_fact(UserspaceDriverVersion, nonce=nonce)
-    problem = driver_mismatch(module, userspace or "absent", pin)
+def drivers_agree(pin: str) -> None:
+    """Kernel module, guest userspace and pin read now, after this run's installs."""
+    module = host.get_fact(HostDriverVersion)
+    problem = driver_mismatch(module, host.get_fact(UserspaceDriverVersion) or "absent", pin)
     if problem:
         raise OperationError(f"GPU userspace: {problem}; vLLM is not started")
     say(f"NVIDIA driver {module}: kernel module and userspace agree")
-    host.noop("driver versions match")
-    yield from ()
+
+
+@operation()
+def driver_versions_match(pin: str):
+    """
+    Guest userspace driver == kernel module == pin, read when it runs. Call it with `_if=`
+    "the versions differed while planning, or this run installed something": a guest
+    that agreed and got nothing new has nothing to check again.
+
+    + pin: group_data's cuda.driver_version (the host's driver)
+    """
+    yield engine_step(lambda: drivers_agree(pin), shown=("read the driver versions",))

@@ -11,18 +11,17 @@ from __future__ import annotations
 from io import StringIO
 
 from pyinfra import host
-from pyinfra.api import OperationError, operation
+from pyinfra.api import operation
 from pyinfra.operations import files
 
 from llmhost.facts.files import FileText
 from llmhost.facts.host import GuestStatus
 from llmhost.guest_boot import GuestKind, boot_set_command, config_path, start_command
 from llmhost.lxc_passthrough import qm_set_commands, with_block
-from llmhost.operations.failure import fails_its_host
+from llmhost.operations.step import refusal
 
 
 @operation()
-@fails_its_host
 def guest_start_at_boot(kind: GuestKind, vmid: int, order: int):
     """
     The guest starts when its host boots, in its place: `onboot: 1`, `startup: order=N`.
@@ -34,7 +33,8 @@ def guest_start_at_boot(kind: GuestKind, vmid: int, order: int):
     path = config_path(kind, vmid)
     text = host.get_fact(FileText, path=path)
     if text is None:
-        raise OperationError(f"{path} is missing: guest {vmid} is not on this host")
+        yield refusal(f"{path} is missing: guest {vmid} is not on this host")
+        return
     command = boot_set_command(kind, vmid, text, order)
     if command is None:
         host.noop(f"guest {vmid} already starts at boot (order={order})")
@@ -43,7 +43,6 @@ def guest_start_at_boot(kind: GuestKind, vmid: int, order: int):
 
 
 @operation()
-@fails_its_host
 def guest_running(kind: GuestKind, vmid: int):
     """
     A guest found stopped is started, so that its own units come up and serve.
@@ -53,7 +52,8 @@ def guest_running(kind: GuestKind, vmid: int):
     """
     status = host.get_fact(GuestStatus, kind=kind, vmid=vmid)
     if status is None:
-        raise OperationError(f"{kind} guest {vmid}: its status cannot be read on this host")
+        yield refusal(f"{kind} guest {vmid}: its status cannot be read on this host")
+        return
     command = start_command(kind, vmid, status)
     if command is None:
         host.noop(f"guest {vmid} is {status}")
@@ -62,7 +62,6 @@ def guest_running(kind: GuestKind, vmid: int):
 
 
 @operation()
-@fails_its_host
 def lxc_gpu_block(vmid: int, block: str):
     """
     The managed passthrough block in /etc/pve/lxc/<vmid>.conf; on a change, `pct reboot` of a
@@ -74,7 +73,8 @@ def lxc_gpu_block(vmid: int, block: str):
     path = f"/etc/pve/lxc/{vmid}.conf"
     conf = host.get_fact(FileText, path=path)
     if conf is None:
-        raise OperationError(f"{path} does not exist: create LXC guest {vmid} first")
+        yield refusal(f"{path} does not exist: create LXC guest {vmid} first")
+        return
     new = with_block(conf + "\n", block)
     if new == conf + "\n" or new == conf:
         host.noop(f"{path} already shares the GPUs")
@@ -86,7 +86,6 @@ def lxc_gpu_block(vmid: int, block: str):
 
 
 @operation()
-@fails_its_host
 def kvm_hostpci(vmid: int, addresses: list[str]):
     """
     hostpciN entries of KVM guest <vmid> through `qm set`, only those that differ.
@@ -97,7 +96,8 @@ def kvm_hostpci(vmid: int, addresses: list[str]):
     path = f"/etc/pve/qemu-server/{vmid}.conf"
     conf = host.get_fact(FileText, path=path)
     if conf is None:
-        raise OperationError(f"{path} does not exist: create KVM guest {vmid} first")
+        yield refusal(f"{path} does not exist: create KVM guest {vmid} first")
+        return
     commands = qm_set_commands(vmid, conf, addresses)
     if not commands:
         host.noop(f"guest {vmid} already has its hostpci entries")

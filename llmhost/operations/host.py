@@ -9,24 +9,22 @@ names that record them.
 
 from __future__ import annotations
 
-import time
+import functools
 from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import OperationError, operation
-from pyinfra.context import state
 from pyinfra.operations import files, server
 
 from llmhost.facts.files import FileText
 from llmhost.facts.host import RunningCmdline
 from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
 from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
-from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
+from llmhost.operations.step import engine_step, refusal
 
 
 @operation()
-@fails_its_host
 def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
     """
     Add/remove kernel parameters in the file the next boot reads; refresh the boot loader.
@@ -38,7 +36,8 @@ def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
     if boot_loader == "systemd-boot":
         text = host.get_fact(FileText, path=SYSTEMD_BOOT_CMDLINE)
         if text is None:
-            raise OperationError(f"{SYSTEMD_BOOT_CMDLINE} is missing on a systemd-boot host")
+            yield refusal(f"{SYSTEMD_BOOT_CMDLINE} is missing on a systemd-boot host")
+            return
         current = text.split()
         wanted = edit_params(current, present, absent)
         if wanted == current:
@@ -52,7 +51,8 @@ def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
     elif boot_loader == "grub":
         text = host.get_fact(FileText, path=GRUB_DEFAULT)
         if text is None:
-            raise OperationError(f"{GRUB_DEFAULT} is missing on a grub host")
+            yield refusal(f"{GRUB_DEFAULT} is missing on a grub host")
+            return
         current = grub_params(text) or []
         wanted = edit_params(current, present, absent)
         if wanted == current and grub_params(text) is not None:
@@ -60,13 +60,13 @@ def kernel_cmdline(boot_loader: str, present: list[str], absent: list[str]):
             return
         new_text, path, refresh = set_grub_params(text, wanted), GRUB_DEFAULT, "update-grub"
     else:
-        raise OperationError(f"unknown boot loader {boot_loader!r}")
+        yield refusal(f"unknown boot loader {boot_loader!r}")
+        return
     yield from files.put._inner(src=StringIO(new_text), dest=path, mode="644")
     yield refresh
 
 
 @operation()
-@fails_its_host
 def running_cmdline(
     present: list[str],
     absent: list[str],
@@ -74,44 +74,26 @@ def running_cmdline(
     reboot_timeout_s: int,
 ):
     """
-    Compare /proc/cmdline with the wanted set: say "reboot required", or reboot if allowed.
+    Reboot into the wanted kernel command line when /proc/cmdline lacks it and group_data
+    allows it; otherwise change nothing (the task prints "REBOOT REQUIRED").
 
     + present: parameters the running kernel must have
     + absent: parameters it must not have
     + allow_reboot: group_data's consent to reboot this host (it stops every guest)
     + reboot_timeout_s: how long to wait for the host to come back
     """
-    if not state.is_executing:
-        return
-    running = host.get_fact(RunningCmdline, nonce=str(time.monotonic()))
-    problems = reboot_needed(running, present, absent)
+    problems = reboot_needed(host.get_fact(RunningCmdline), present, absent)
     if not problems:
         host.noop("the running kernel has the wanted command line")
-        return
-    if not allow_reboot:
-        say(
-            "REBOOT REQUIRED: the running kernel "
-            + ", ".join(problems)
-            + " (set allow_reboot = True in group_data to let the deploy reboot)"
-        )
+    elif not allow_reboot:
         host.noop("reboot required, not allowed by group_data")
-        return
-    say("rebooting for the kernel command line: " + ", ".join(problems))
-    yield from server.reboot._inner(delay=5, interval=5, reboot_timeout=reboot_timeout_s)
+    else:
+        yield from server.reboot._inner(delay=5, interval=5, reboot_timeout=reboot_timeout_s)
 
 
-@operation()
-@fails_its_host
-def verify_cmdline(present: list[str], absent: list[str]):
-    """
-    After an allowed reboot the running kernel must have the wanted line, or the run fails.
-
-    + present: parameters the running kernel must have
-    + absent: parameters it must not have
-    """
-    if not state.is_executing:
-        return
-    running = host.get_fact(RunningCmdline, nonce=str(time.monotonic()))
+def cmdline_after_reboot(present: list[str], absent: list[str]) -> None:
+    """/proc/cmdline read now, after the reboot: the wanted line, or the host fails."""
+    running = host.get_fact(RunningCmdline)
     problems = reboot_needed(running, present, absent)
     if problems:
         raise OperationError(
@@ -120,12 +102,23 @@ def verify_cmdline(present: list[str], absent: list[str]):
             + f"\n/proc/cmdline: {' '.join(running)}"
         )
     say("/proc/cmdline has the wanted parameters")
-    host.noop("running kernel verified")
-    yield from ()
 
 
 @operation()
-@fails_its_host
+def verify_cmdline(present: list[str], absent: list[str]):
+    """
+    After the reboot, the running kernel must have the wanted line, or the host fails. Call it
+    with `_if=` the reboot operation's `did_change`: it runs only after a reboot.
+
+    + present: parameters the running kernel must have
+    + absent: parameters it must not have
+    """
+    yield engine_step(
+        functools.partial(cmdline_after_reboot, present, absent), shown=("cat /proc/cmdline",)
+    )
+
+
+@operation()
 def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool):
     """
     No swap now and none after a reboot: fstab swap lines commented out, swapoff -a.
@@ -145,17 +138,3 @@ def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool
         say(f"swap is on ({', '.join(active_swaps)}) but a container cannot turn it off")
     if not fstab_swaps and not (active_swaps and not in_container):
         host.noop("swap is off and stays off")
-
-
-@operation()
-@fails_its_host
-def note(message: str):
-    """
-    Print a line about what this run could not do here; changes nothing.
-
-    + message: what to say
-    """
-    if state.is_executing:
-        say(message)
-    host.noop(message)
-    yield from ()

@@ -11,7 +11,6 @@ from pyinfra.api import operation
 
 from llmhost.catalog import ModelProfile
 from llmhost.facts.files import FileText
-from llmhost.operations.failure import fails_its_host
 from llmhost.operations.progress import GB, progress_step
 
 MARKER = "llmhost-staged.json"
@@ -65,7 +64,6 @@ def stage_commands(profile: ModelProfile, out: str, tools: StageTools) -> list[s
 
 
 @operation()
-@fails_its_host
 def staged(profile: ModelProfile, models_dir: str, tools: StageTools):
     """
     Make ``models_dir/<weights_id>`` hold the profile's weights, staged once.

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import operation
-
-from llmhost.operations.failure import fails_its_host
+from pyinfra.api.command import PyinfraCommand
 
 
 @operation()
-@fails_its_host
-def barrier(what: str):
+def barrier(what: str) -> tuple[PyinfraCommand, ...]:
     """
-    Changes nothing; every host's operations above it run before any host's below it.
+    Changes nothing; every host's operations above it run before any host's below it. Its
+    command list is empty by design: an ordering point, not a check or a change.
 
     + what: which steps it separates (shown as the operation's name)
     """
     host.noop(what)
-    yield from ()
+    return ()

@@ -1,26 +1,56 @@
-"""Verification operations: they change nothing, and fail the deploy when the host is wrong."""
+"""Readiness as a pyinfra operation: one engine step that waits until the unit serves.
+
+Why a step with an `_if` (`ready_due`): the wait runs, and counts as a change, when there is
+something to wait for: this run (re)started the unit, a switch is in flight, or the server
+does not answer one look when the step would run. A converged host's server answers that
+look, the line saying so is printed, and the run reports zero changes.
+"""
 
 from __future__ import annotations
 
 import shlex
-import time
+from collections.abc import Callable
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, operation
-from pyinfra.context import state
 
 from llmhost.endpoint import Endpoint
 from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
-from llmhost.operations.failure import fails_its_host
 from llmhost.operations.log import say
-from llmhost.operations.rollback import rolls_back
+from llmhost.operations.step import engine_step
 from llmhost.readiness import Readiness
 
 
+def switching(guard: Any) -> bool:
+    """Whether a switch is in flight: the served model always has a guard (SwitchGuard), which
+    only arms when its plan switches."""
+    return guard is not None and bool(guard.plan.switching)
+
+
+def ready_due(endpoint: Endpoint, started_by: Any = None, guard: Any = None) -> Callable[[], bool]:
+    """The readiness step's `_if`: False only for a server this run did not touch that
+    answers one look now (it is then said to serve, with what it answered)."""
+
+    def due() -> bool:
+        if switching(guard) or (started_by is not None and started_by.started()):
+            return True
+        try:
+            result = endpoint.probe(timeout=10, answer_within=30)
+        except Exception:  # noqa: BLE001 - a look that breaks: wait (the step fails alone)
+            return True
+        if result.ready:
+            say(
+                f"READY {endpoint.served_name} at {endpoint.base_url}: serving, this run "
+                f"restarted nothing (models: {', '.join(result.models)})"
+            )
+        return not result.ready
+
+    return due
+
+
 @operation()
-@fails_its_host
 def ready(
     unit: str,
     endpoint: Endpoint,
@@ -30,9 +60,8 @@ def ready(
 ):
     """
     Wait until the unit serves: /health, /v1/models lists its served name, a 1-token completion.
-
-    Runs at execution time from the control machine and yields no command, so a converged
-    host still reports zero changes. On timeout it fails with the unit's last journal lines.
+    Call it with `_if=ready_due(...)`. On timeout the host fails with the unit's last journal
+    lines.
 
     + unit: the systemd unit serving the model
     + endpoint: where it answers (Endpoint: URL, served name, the site's API key, which its
@@ -43,12 +72,19 @@ def ready(
       restarting forever (on a first deploy there is nothing to roll back to)
     + guard: a switch in flight (SwitchGuard): not ready rolls it back to the previous model
     """
-    if not state.is_executing:
-        return  # prepare phase: nothing to decide yet, the unit may not even exist
 
+    def wait() -> None:
+        wait_until_ready(unit, endpoint, timeout_s, started_by, guard)
+
+    wait.__name__ = f"readiness_of_{unit}"
+    yield engine_step(wait, guard, shown=(f"GET {endpoint.base_url}/health",))
+
+
+def wait_until_ready(
+    unit: str, endpoint: Endpoint, timeout_s: int, started_by: Any, guard: Any
+) -> None:
     def restarts() -> int:
-        show = host.get_fact(UnitState, unit=unit, nonce=str(time.monotonic()))
-        return int(show.get("NRestarts", "0") or 0)
+        return int(host.get_fact(UnitState, unit=unit).get("NRestarts", "0") or 0)
 
     restarts_before = restarts()
 
@@ -57,30 +93,27 @@ def ready(
         n = restarts() - restarts_before
         return f"{unit} crashed and was restarted {n} times while loading" if n >= 2 else None
 
-    with rolls_back(guard):
-        with interruptible(f"readiness of {unit}"):
-            result = endpoint.wait_ready(
-                timeout_s,
-                log=say,
-                interval_s=0.5 if guard is not None else 2.0,  # a switch measures downtime
-                crash_check=crash_check,
-            )
-        if not result.ready:
-            give_up(unit, result, started_by)
+    with interruptible(f"readiness of {unit}"):
+        result = endpoint.wait_ready(
+            timeout_s,
+            log=say,
+            interval_s=0.5 if guard is not None else 2.0,  # a switch measures downtime
+            crash_check=crash_check,
+        )
+    if not result.ready:
+        give_up(unit, result, started_by)
     if guard is not None:
         guard.answered()  # the new model's first answer: the switch's downtime ends here
     say(
         f"READY {endpoint.served_name} at {endpoint.base_url} after {result.waited_s:.0f}s "
         f"(models: {', '.join(result.models)}; 1-token completion: {result.completion!r})"
     )
-    host.noop(f"{unit} serves {endpoint.served_name} at {endpoint.base_url}")
-    yield from ()  # a verification: never a command, never a change
 
 
 def give_up(unit: str, result: Readiness, started_by: Any) -> None:
     """Fail with the journal; a unit this run started is stopped and disabled, not left
     crash-looping (a first deploy has no previous model to go back to)."""
-    journal = host.get_fact(JournalTail, unit=unit, lines=40, nonce=str(time.time()))
+    journal = host.get_fact(JournalTail, unit=unit, lines=40)
     stopped = ""
     if started_by is not None and started_by.started() and result.stage != "auth":
         host.run_shell_command(StringCommand(f"systemctl disable --now {shlex.quote(unit)}"))

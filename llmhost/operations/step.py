@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyinfra.api import FunctionCommand
+from pyinfra.api import FunctionCommand, OperationError
 
 from llmhost.interrupt import Interrupted
 from llmhost.operations.failure import fail_this_host, failure_message, operation_names
@@ -38,3 +38,14 @@ def engine_step(
 
     run.__name__ = getattr(step, "__name__", "engine_step")
     return FunctionCommand(run, shown, {})
+
+
+def refusal(message: str) -> FunctionCommand:
+    """A step that fails this host with `message` when it runs: what an operation yields for
+    a host it cannot converge (a guest that is not there, a file of the wrong kind), so that
+    this host alone fails and the run's other hosts go on."""
+
+    def refuse() -> None:
+        raise OperationError(message)
+
+    return engine_step(refuse, shown=(f"refuse: {message}",))

@@ -10,7 +10,6 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from llmhost.facts.files import FileText, ToolVersion
-from llmhost.operations.failure import fails_its_host
 from llmhost.operations.progress import progress_step
 
 SPEC_FILE = "llmhost-spec.json"
@@ -68,7 +67,6 @@ def sync_command(
 
 
 @operation()
-@fails_its_host
 def uv_venv(
     path: str,
     lock: str,
@@ -124,7 +122,6 @@ def uv_venv(
 
 
 @operation()
-@fails_its_host
 def uv_tool(tools: str, version: str, pip_args: str):
     """
     ``tools/bin/uv`` is uv ``version``: a small venv of its own, pip-installed from the index.

@@ -1,38 +1,49 @@
 """Post-deploy proofs as pyinfra operations: adapters over the plain-Python proofs in
 `llmhost/proofs/`.
 
-`correct` runs on every converge from the control machine and yields no command: a
-converged host reports zero changes. `load_proofs` yields one `FunctionCommand` (the gate,
-the draft A/B, the results: proofs/load.py) that runs only when the cadence says so (its
-`_if`), so a converge that changed nothing neither load-tests the server nor reports a
-change, while a run that does load-test says so in its counts and under --dry. A failed
-proof fails its host (operations/failure.py, operations/step.py) with the numbers that
-failed it and, during a switch, rolls it back first.
+Each yields one `FunctionCommand` (operations/step.py) that runs only when its `_if` says
+so: `correct`, when the unit's current run has not passed the probe yet (after a start, in a
+switch, or with verify.mode = full: `correct_due`); `load_proofs` (the gate, the draft A/B,
+the results: proofs/load.py), when the cadence says so. A converge that changed nothing
+neither probes nor load-tests the server and reports zero changes; a run that does says so
+in its counts and under --dry. A failed proof fails its host with the numbers that failed
+it and, during a switch, rolls it back first.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.context import state
 
 from llmhost.bench import cadence as load_cadence
 from llmhost.bench.cadence import LoadProofs
+from llmhost.facts.files import FileText, UnitState
 from llmhost.monitoring import gate_textfile_command
-from llmhost.operations.failure import fails_its_host
-from llmhost.operations.log import say
-from llmhost.operations.rollback import rolls_back
+from llmhost.operations.log import guest_run, say
+from llmhost.operations.serving import switching
 from llmhost.operations.step import engine_step
 from llmhost.proofs.correct import CorrectnessCheck
 from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
 from llmhost.proofs.sweep import BenchRun
 
-__all__ = ["BenchRun", "Cadence", "CorrectnessCheck", "DraftAB", "correct", "load_proofs"]
+__all__ = [
+    "BenchRun",
+    "Cadence",
+    "CorrectnessCheck",
+    "CorrectnessRecord",
+    "DraftAB",
+    "correct",
+    "correct_due",
+    "load_proofs",
+]
 
 
 @dataclass(frozen=True)
@@ -61,22 +72,82 @@ class Cadence:
         return run
 
 
+@dataclass(frozen=True)
+class CorrectnessRecord:
+    """Which run of the unit passed the probe, kept on the guest: the unit's systemd
+    InvocationID (new at every start: a deploy's, a reboot's, a crash's) and a digest of the
+    probe. A converge that touched nothing probes again only when the record does not name
+    the server process that answers now and this probe."""
+
+    unit: str
+    path: str
+    check: CorrectnessCheck
+
+    def stamp(self) -> str | None:
+        """The unit's current run and the probe, read now; None while the unit has no run."""
+        invocation = host.get_fact(UnitState, unit=self.unit).get("InvocationID", "")
+        c = self.check
+        probe = repr((c.model, c.endpoint.served_name, c.correctness))
+        digest = hashlib.sha256(probe.encode()).hexdigest()[:16]
+        return f"{invocation} {digest}" if invocation else None
+
+    def holds(self) -> str | None:
+        """The stamp, when the record says it."""
+        stamp = self.stamp()
+        written = (host.get_fact(FileText, path=self.path) or "").strip()
+        return stamp if stamp is not None and written == stamp else None
+
+    def write(self) -> None:
+        stamp = self.stamp()
+        if stamp is not None:
+            q, tmp = shlex.quote(self.path), shlex.quote(self.path + ".tmp")
+            guest_run(f"printf '%s\\n' {shlex.quote(stamp)} > {tmp} && mv {tmp} {q}")
+
+
+def correct_due(
+    record: CorrectnessRecord, mode: str, started_by: Any = None, guard: Any = None
+) -> Callable[[], bool]:
+    """The correctness step's `_if`: False only for a unit this run did not touch whose
+    current run already passed this probe (verify.mode = full probes anyway)."""
+
+    def due() -> bool:
+        if mode == "full" or switching(guard):
+            return True
+        if started_by is not None and started_by.started():
+            return True
+        try:
+            stamp = record.holds()
+        except Exception:  # noqa: BLE001 - an unreadable record: probe (the step fails alone)
+            return True
+        if stamp is not None:
+            say(
+                f"correctness of {record.check.model}: proven for this run of {record.unit} "
+                f"(invocation {stamp[:12]}); not probed again"
+            )
+        return stamp is None
+
+    return due
+
+
 @operation()
-@fails_its_host
-def correct(check: CorrectnessCheck, guard: Any = None):
+def correct(check: CorrectnessCheck, guard: Any = None, record: CorrectnessRecord | None = None):
     """
-    Greedy completions of the profile's prompts, judged before any number counts.
+    Greedy completions of the profile's prompts, judged before any number counts; a pass is
+    recorded for the unit's current run. Call it with `_if=correct_due(...)`.
 
     + check: the server, model, prompts and reference of the probe (CorrectnessCheck)
     + guard: a switch in flight (SwitchGuard): a failure here rolls it back
+    + record: where the guest keeps which run of the unit passed (None: not kept)
     """
-    if not state.is_executing:
-        return
-    with rolls_back(guard):
+
+    def prove() -> None:
         lines = check.run()
-    say(f"correctness OK for {check.model}: {lines}")
-    host.noop(f"{check.model} answers correctly")
-    yield from ()
+        say(f"correctness OK for {check.model}: {lines}")
+        if record is not None:
+            record.write()
+
+    prove.__name__ = f"correctness_of_{check.model}"
+    yield engine_step(prove, guard)
 
 
 @operation()
@@ -86,6 +157,7 @@ def load_proofs(
     cadence: Cadence,
     ab: DraftAB | None = None,
     guard: Any = None,
+    correctness: CorrectnessRecord | None = None,
 ):
     """
     The gate's sweep at the profile's lengths and concurrencies, judged on its baselines;
@@ -98,6 +170,8 @@ def load_proofs(
     + cadence: whether to load-test now (a converge that changed nothing does not)
     + ab: the draft A/B's units and settings; None: the profile has no draft
     + guard: a switch in flight (SwitchGuard): any failure rolls it back
+    + correctness: the unit's correctness record; the A/B restarts the unit, and a proven
+      unit's proof carries over to the run it gives back (the same inputs) when all passed
     """
     export = functools.partial(gate_textfile_command, run.model, max_age_s=cadence.max_age_s)
     record = PassRecord(cadence.record, export)
@@ -105,7 +179,10 @@ def load_proofs(
 
     def prove() -> None:
         armed = guard.armed if guard is not None else (lambda: False)
+        carried = ab is not None and correctness is not None and correctness.holds() is not None
         run_load_proofs(run, gate, cadence.decide(), ab, record, verdicts, armed)
+        if carried and correctness is not None:
+            correctness.write()
 
     prove.__name__ = f"load_proofs_of_{run.model}"
     yield engine_step(prove, guard)

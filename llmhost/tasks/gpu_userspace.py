@@ -73,5 +73,13 @@ def gpu_userspace(cfg: GuestConfig) -> list[OperationMeta]:
     toolkit = apt.packages(
         name=f"CUDA toolkit {cfg.cuda.toolkit_version}", packages=cuda_packages(cfg)
     )
-    driver_versions_match(name="guest userspace driver == host kernel module", pin=pin)
-    return [*changes, toolkit]
+    # Checked again when it runs if they differed now or this run installed something.
+    module, userspace = host.get_fact(HostDriverVersion), host.get_fact(UserspaceDriverVersion)
+    differed = driver_mismatch(module, userspace or "absent", pin) is not None
+    installs = [*changes, toolkit]
+    driver_versions_match(
+        name="guest userspace driver == host kernel module",
+        pin=pin,
+        _if=lambda: differed or any(op.did_change() for op in installs),
+    )
+    return installs

@@ -22,14 +22,16 @@ from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText
 from llmhost.naming import ab_unit_name, unit_name
 from llmhost.operations.log import guest_run, say
-from llmhost.operations.serving import ready
+from llmhost.operations.serving import ready, ready_due
 from llmhost.operations.switch import SwitchGuard
 from llmhost.operations.verify import (
     BenchRun,
     Cadence,
     CorrectnessCheck,
+    CorrectnessRecord,
     DraftAB,
     correct,
+    correct_due,
     load_proofs,
 )
 from llmhost.render import bench_levels_path, refcheck_path, unit_paths
@@ -58,18 +60,8 @@ def hooks(
             f"http://{probe_address(cfg)}:{port}", str(profile.served_name), api_key
         )
         guard = switch if switch is not None and model == cfg.served_model else None
-        ready(
-            name=f"readiness of {unit_name(model)}",
-            unit=unit_name(model),
-            endpoint=endpoint,
-            timeout_s=profile.load_timeout_s,
-            started_by=restarts.get(model),
-            guard=guard,
-        )
-        check = None
-        if cfg.verify.correctness and profile.correctness:
-            check = correctness_check(cfg, model, endpoint)
-            correct(name=f"correctness of {model}", check=check, guard=guard)
+        proven = prove_serving(cfg, model, endpoint, restarts.get(model), guard)
+        check = proven.check if proven is not None else None
         bench = cfg.bench_for(model)
         if bench and (cfg.verify.throughput_gate or has_ab_unit(cfg, model)):
             run = BenchRun(
@@ -94,7 +86,41 @@ def hooks(
                 shell=guest_run,
                 log=say,
             )
-            prove_throughput(cfg, run, restarts.get(model), guard)
+            prove_throughput(cfg, run, restarts.get(model), guard, proven)
+
+
+def prove_serving(
+    cfg: GuestConfig,
+    model: str,
+    endpoint: Endpoint,
+    started_by: UnitOps | None,
+    guard: SwitchGuard | None,
+) -> CorrectnessRecord | None:
+    """Readiness, then correctness: each a step that runs when there is something to prove
+    (their `_if`s). Returns the correctness record and its probe, which the load proofs reuse
+    (under traffic; carried over the draft A/B's restart)."""
+    profile = cfg.profile_for(model)
+    ready(
+        name=f"readiness of {unit_name(model)}",
+        unit=unit_name(model),
+        endpoint=endpoint,
+        timeout_s=profile.load_timeout_s,
+        started_by=started_by,
+        guard=guard,
+        _if=ready_due(endpoint, started_by, guard),
+    )
+    if not (cfg.verify.correctness and profile.correctness):
+        return None
+    check = correctness_check(cfg, model, endpoint)
+    record = CorrectnessRecord(unit_name(model), state_record(cfg, model, "correct"), check)
+    correct(
+        name=f"correctness of {model}",
+        check=check,
+        guard=guard,
+        record=record,
+        _if=correct_due(record, cfg.verify.mode, started_by, guard),
+    )
+    return record
 
 
 def correctness_check(cfg: GuestConfig, model: str, endpoint: Endpoint) -> CorrectnessCheck:
@@ -111,6 +137,11 @@ def correctness_check(cfg: GuestConfig, model: str, endpoint: Endpoint) -> Corre
         reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
         shell=guest_run,
     )
+
+
+def state_record(cfg: GuestConfig, model: str, kind: str) -> str:
+    """Where the guest keeps a proof's record of `model` ("last-gate", "correct")."""
+    return f"{cfg.root_dir}/state/{unit_name(model).removesuffix('.service')}.{kind}"
 
 
 def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
@@ -131,7 +162,7 @@ def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
 
 def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
     """The gate's cadence inputs; the plan is printed now, so --dry shows it too."""
-    record = f"{cfg.root_dir}/state/{unit_name(model).removesuffix('.service')}.last-gate"
+    record = state_record(cfg, model, "last-gate")
     last_pass = parse_last_pass(host.get_fact(FileText, path=record))
     cadence = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record, ops)
     idle = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record).decide()
@@ -149,7 +180,11 @@ def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
 
 
 def prove_throughput(
-    cfg: GuestConfig, run: BenchRun, ops: UnitOps | None, guard: SwitchGuard | None = None
+    cfg: GuestConfig,
+    run: BenchRun,
+    ops: UnitOps | None,
+    guard: SwitchGuard | None = None,
+    proven: CorrectnessRecord | None = None,
 ) -> None:
     """The load proofs, as one step that runs when the cadence says so: the gate's sweep,
     the A/B against that same sweep for a draft, then save and judge."""
@@ -172,5 +207,6 @@ def prove_throughput(
         cadence=cadence,
         ab=ab,
         guard=guard,
+        correctness=proven,
         _if=lambda: cadence.runs(model, ab),
     )

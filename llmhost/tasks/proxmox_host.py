@@ -17,7 +17,7 @@ from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from llmhost.config.proxmox_host import ProxmoxHostConfig
-from llmhost.facts.host import ActiveSwaps, BootLoader, Container, FstabSwaps
+from llmhost.facts.host import ActiveSwaps, BootLoader, Container, FstabSwaps, RunningCmdline
 from llmhost.facts.nvidia import DeviceMajors, HostDriverVersion, NvidiaDeviceNodes
 from llmhost.host_plan import (
     APT_PIN_FILE,
@@ -35,6 +35,7 @@ from llmhost.host_plan import (
     render_sysctls,
     render_udev_rule,
 )
+from llmhost.kernel_cmdline import reboot_needed
 from llmhost.lxc_passthrough import passthrough_block
 from llmhost.operations.guests import (
     guest_running,
@@ -44,11 +45,11 @@ from llmhost.operations.guests import (
 )
 from llmhost.operations.host import (
     kernel_cmdline,
-    note,
     running_cmdline,
     swap_off,
     verify_cmdline,
 )
+from llmhost.operations.log import say
 
 
 class HostStateError(PyinfraError):
@@ -89,10 +90,9 @@ def sysctls_and_swap(p: HostPlan, in_container: bool) -> None:
     """Sysctls persisted (and applied where the kernel is ours); swap off now and at boot."""
     put_text(f"sysctls in {SYSCTL_FILE}", render_sysctls(p), SYSCTL_FILE)
     if in_container:
-        note(
-            name="sysctls not applied (container)",
-            message=f"sysctls written to {SYSCTL_FILE}; a container cannot apply vm.*/kernel.* "
-            "keys, the host kernel applies them at boot",
+        say(
+            f"sysctls written to {SYSCTL_FILE}, not applied: a container cannot apply "
+            "vm.*/kernel.* keys, the host kernel applies them at boot"
         )
     else:
         for key, value in sorted(p.sysctls.items()):
@@ -169,8 +169,18 @@ def guest_passthrough(cfg: ProxmoxHostConfig, block: str, p: HostPlan) -> None:
 
 
 def running_kernel(cfg: ProxmoxHostConfig, p: HostPlan) -> None:
-    """/proc/cmdline against the wanted set: reboot required, or reboot and verify."""
-    running_cmdline(
+    """/proc/cmdline against the wanted set: reboot required (said now, while planning), or
+    reboot and verify the line the host came back with."""
+    problems = reboot_needed(host.get_fact(RunningCmdline), p.kernel_params, p.kernel_params_absent)
+    if problems and not cfg.allow_reboot:
+        say(
+            "REBOOT REQUIRED: the running kernel "
+            + ", ".join(problems)
+            + " (set allow_reboot = True in group_data to let the deploy reboot)"
+        )
+    elif problems:
+        say("rebooting for the kernel command line: " + ", ".join(problems))
+    reboot = running_cmdline(
         name="running kernel command line",
         present=p.kernel_params,
         absent=p.kernel_params_absent,
@@ -182,6 +192,7 @@ def running_kernel(cfg: ProxmoxHostConfig, p: HostPlan) -> None:
             name="/proc/cmdline after reboot",
             present=p.kernel_params,
             absent=p.kernel_params_absent,
+            _if=reboot.did_change,
         )
 
 
