@@ -42,15 +42,14 @@ class JournalTail(FactBase[list[str]]):
 
 
 class UnitState(FactBase[dict[str, str]]):
-    """systemctl show of a unit: ActiveState, SubState, NRestarts, ExecMainStatus, and the
-    InvocationID of its current run (new at every start)."""
+    """systemctl show of a unit: ActiveState, SubState, NRestarts, ExecMainStatus."""
 
     @staticmethod
     def default() -> dict[str, str]:
         return {}
 
     def command(self, unit: str, nonce: str = "") -> str:
-        props = "ActiveState,SubState,NRestarts,ExecMainStatus,Result,InvocationID"
+        props = "ActiveState,SubState,NRestarts,ExecMainStatus,Result"
         return f"systemctl show -p {props} {shlex.quote(unit)} || true"
 
     def process(self, output: Iterable[str]) -> dict[str, str]:

@@ -13,24 +13,20 @@ it and, during a switch, rolls it back first.
 from __future__ import annotations
 
 import functools
-import hashlib
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pyinfra import host
 from pyinfra.api import operation
 
 from llmhost.bench import cadence as load_cadence
 from llmhost.bench.cadence import LoadProofs
-from llmhost.facts.files import FileText, UnitState
 from llmhost.monitoring import gate_textfile_command
-from llmhost.operations.log import guest_run, say
+from llmhost.operations.log import say
 from llmhost.operations.serving import switching
 from llmhost.operations.step import engine_step
-from llmhost.proofs.correct import CorrectnessCheck
+from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
 from llmhost.proofs.sweep import BenchRun
 
@@ -70,38 +66,6 @@ class Cadence:
             why = f"{load.why}; run for the draft A/B (verify.draft_ab = always)"
         say(f"load proofs of {model}: {why}")
         return run
-
-
-@dataclass(frozen=True)
-class CorrectnessRecord:
-    """Which run of the unit passed the probe, kept on the guest: the unit's systemd
-    InvocationID (new at every start: a deploy's, a reboot's, a crash's) and a digest of the
-    probe. A converge that touched nothing probes again only when the record does not name
-    the server process that answers now and this probe."""
-
-    unit: str
-    path: str
-    check: CorrectnessCheck
-
-    def stamp(self) -> str | None:
-        """The unit's current run and the probe, read now; None while the unit has no run."""
-        invocation = host.get_fact(UnitState, unit=self.unit).get("InvocationID", "")
-        c = self.check
-        probe = repr((c.model, c.endpoint.served_name, c.correctness))
-        digest = hashlib.sha256(probe.encode()).hexdigest()[:16]
-        return f"{invocation} {digest}" if invocation else None
-
-    def holds(self) -> str | None:
-        """The stamp, when the record says it."""
-        stamp = self.stamp()
-        written = (host.get_fact(FileText, path=self.path) or "").strip()
-        return stamp if stamp is not None and written == stamp else None
-
-    def write(self) -> None:
-        stamp = self.stamp()
-        if stamp is not None:
-            q, tmp = shlex.quote(self.path), shlex.quote(self.path + ".tmp")
-            guest_run(f"printf '%s\\n' {shlex.quote(stamp)} > {tmp} && mv {tmp} {q}")
 
 
 def correct_due(

@@ -8,6 +8,7 @@ llmhost/correctness.py; this is the probe that asks the server and the guest for
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -109,3 +110,40 @@ class CorrectnessCheck:
         if not ok:
             raise ProofFailed(f"correctness: the transformers reference failed:\n{stderr}")
         return json.loads(stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True)
+class CorrectnessRecord:
+    """Which run of the unit passed the probe, kept on the guest: the unit's systemd
+    InvocationID (new at every start: a deploy's, a reboot's, a crash's, a rollback's) and a
+    digest of the probe. A converge that touched nothing probes again only when the record
+    does not name the server process that answers now and this probe. Read and written
+    through the probe's guest shell."""
+
+    unit: str
+    path: str
+    check: CorrectnessCheck
+
+    def stamp(self) -> str | None:
+        """The unit's current run and the probe, read now; None while the unit has no run."""
+        ok, out, _ = self.check.shell(
+            f"systemctl show -p InvocationID --value {shlex.quote(self.unit)}"
+        )
+        invocation = out.strip() if ok else ""
+        c = self.check
+        probe = repr((c.model, c.endpoint.served_name, c.correctness))
+        digest = hashlib.sha256(probe.encode()).hexdigest()[:16]
+        return f"{invocation} {digest}" if invocation else None
+
+    def holds(self) -> str | None:
+        """The stamp, when the record says it."""
+        stamp = self.stamp()
+        ok, out, _ = self.check.shell(f"cat {shlex.quote(self.path)} 2>/dev/null || true")
+        return stamp if stamp is not None and ok and out.strip() == stamp else None
+
+    def write(self) -> None:
+        """Record the unit's current run as proven (after a passing probe)."""
+        stamp = self.stamp()
+        if stamp is not None:
+            q, tmp = shlex.quote(self.path), shlex.quote(self.path + ".tmp")
+            self.check.shell(f"printf '%s\\n' {shlex.quote(stamp)} > {tmp} && mv {tmp} {q}")

@@ -20,7 +20,7 @@ from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted, interruptible
 from llmhost.naming import ab_unit_name, unit_name
 from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
-from llmhost.proofs.correct import CorrectnessCheck
+from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.switch.plan import ServingRecord, SwitchPlan
 from llmhost.switch.stages import NEXT, ROLL_BACK_FROM, Stage, first_stage, where
 
@@ -37,6 +37,9 @@ class RollbackTarget:
     endpoint: Endpoint
     load_timeout_s: int
     check: CorrectnessCheck | None  # None: the profile has no correctness probe
+    # Where the guest records a passing probe of this unit's run (the next converge then
+    # does not probe the rolled-back server again); None: not kept.
+    record: CorrectnessRecord | None = None
 
 
 @dataclass
@@ -195,7 +198,10 @@ class SwitchGuard:
             )
         if source.check is None:
             return result.waited_s, ", no correctness probe"
-        return result.waited_s, f", correctness OK: {source.check.run()}"
+        lines = source.check.run()
+        if source.record is not None:
+            source.record.write()
+        return result.waited_s, f", correctness OK: {lines}"
 
     def write_record(self, record: ServingRecord) -> None:
         """The rollback's record (best effort: the rollback's outcome is what counts)."""

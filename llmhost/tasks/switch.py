@@ -18,10 +18,11 @@ from llmhost.naming import unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.models import MARKER, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
+from llmhost.proofs.correct import CorrectnessRecord
 from llmhost.render import gpu_free_command
 from llmhost.secrets import ResolvedSecrets
 from llmhost.switch.plan import ServingRecord, failed_before, plan_switch, record_path
-from llmhost.tasks.hooks import correctness_check, probe_address
+from llmhost.tasks.hooks import correctness_check, probe_address, state_record
 from llmhost.tasks.model_stage import models_to_stage
 
 GB = 1_000_000_000
@@ -60,14 +61,16 @@ def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> R
     profile = cfg.catalog()[model]
     address = f"http://{probe_address(cfg)}:{cfg.port}"
     endpoint = Endpoint(address, str(profile.served_name), secrets.api_key)
-    check = None
+    check = record = None
     if cfg.verify.correctness and profile.correctness:
         check = correctness_check(cfg, model, endpoint)
+        record = CorrectnessRecord(unit_name(model), state_record(cfg, model, "correct"), check)
     return RollbackTarget(
         model=model,
         endpoint=endpoint,
         load_timeout_s=profile.load_timeout_s,
         check=check,
+        record=record,
     )
 
 
