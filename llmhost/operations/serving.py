@@ -29,12 +29,17 @@ def switching(guard: Any) -> bool:
     return guard is not None and bool(guard.plan.switching)
 
 
+def touched(started_by: Any, guard: Any) -> bool:
+    """Whether this run (re)started the unit or switches to it: then its proofs run."""
+    return switching(guard) or (started_by is not None and started_by.started())
+
+
 def ready_due(endpoint: Endpoint, started_by: Any = None, guard: Any = None) -> Callable[[], bool]:
     """The readiness step's `_if`: False only for a server this run did not touch that
     answers one look now (it is then said to serve, with what it answered)."""
 
     def due() -> bool:
-        if switching(guard) or (started_by is not None and started_by.started()):
+        if touched(started_by, guard):
             return True
         try:
             result = endpoint.probe(timeout=10, answer_within=30)

@@ -24,7 +24,7 @@ from llmhost.bench import cadence as load_cadence
 from llmhost.bench.cadence import LoadProofs
 from llmhost.monitoring import gate_textfile_command
 from llmhost.operations.log import say
-from llmhost.operations.serving import switching
+from llmhost.operations.serving import touched
 from llmhost.operations.step import engine_step
 from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
@@ -75,9 +75,7 @@ def correct_due(
     current run already passed this probe (verify.mode = full probes anyway)."""
 
     def due() -> bool:
-        if mode == "full" or switching(guard):
-            return True
-        if started_by is not None and started_by.started():
+        if mode == "full" or touched(started_by, guard):
             return True
         try:
             stamp = record.holds()

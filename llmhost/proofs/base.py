@@ -6,6 +6,8 @@ at execution time (operations/verify.py); a unit test passes a recorder instead.
 
 from __future__ import annotations
 
+import posixpath
+import shlex
 from collections.abc import Callable
 
 # Run one shell command on the guest: (ok, stdout, stderr).
@@ -21,3 +23,11 @@ class ProofFailed(Exception):
 def no_shell(command: str) -> tuple[bool, str, str]:
     """The default where a proof was given no guest: saying so beats a silent pass."""
     raise ProofFailed(f"no guest shell to run: {command.split()[0] if command else command!r}")
+
+
+def write_text_command(path: str, text: str) -> str:
+    """A guest command that writes `text` and a newline to `path` atomically (a temp file,
+    then rename), creating its directory: how llmhost's records on a guest are written."""
+    q, tmp = shlex.quote, shlex.quote(path + ".tmp")
+    parent = posixpath.dirname(path) or "."
+    return f"mkdir -p {q(parent)} && printf '%s\\n' {q(text)} > {tmp} && mv -f {tmp} {q(path)}"

@@ -19,7 +19,7 @@ from llmhost.catalog import CorrectnessProfile
 from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
 from llmhost.endpoint import Endpoint
 from llmhost.interrupt import interruptible
-from llmhost.proofs.base import ProofFailed, Shell, no_shell
+from llmhost.proofs.base import ProofFailed, Shell, no_shell, write_text_command
 
 
 @dataclass(frozen=True)
@@ -145,5 +145,4 @@ class CorrectnessRecord:
         """Record the unit's current run as proven (after a passing probe)."""
         stamp = self.stamp()
         if stamp is not None:
-            q, tmp = shlex.quote(self.path), shlex.quote(self.path + ".tmp")
-            self.check.shell(f"printf '%s\\n' {shlex.quote(stamp)} > {tmp} && mv {tmp} {q}")
+            self.check.shell(write_text_command(self.path, stamp))

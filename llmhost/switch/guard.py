@@ -19,7 +19,7 @@ from typing import Any
 from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted, interruptible
 from llmhost.naming import ab_unit_name, unit_name
-from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
+from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell, write_text_command
 from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.switch.plan import ServingRecord, SwitchPlan
 from llmhost.switch.stages import NEXT, ROLL_BACK_FROM, Stage, first_stage, where
@@ -230,11 +230,7 @@ def tail(stdout: str, stderr: str) -> str:
 def record_command(path: str, record: ServingRecord) -> str:
     """Write the guest's serving record atomically (a temp file, then rename): the one
     writer of serving.json."""
-    q = shlex.quote
-    return (
-        f"mkdir -p {q(str(Path(path).parent))} && printf '%s\\n' {q(record.dump())} "
-        f"> {q(path + '.tmp')} && mv -f {q(path + '.tmp')} {q(path)}"
-    )
+    return write_text_command(path, record.dump())
 
 
 def stop_command(guard: SwitchGuard) -> str:

@@ -31,9 +31,10 @@ class Guest:
             return True, f"{self.invocation}\n", ""
         if command.startswith("cat "):
             return True, self.files.get(shlex.split(command)[1], ""), ""
-        m = re.fullmatch(r"printf '%s\\n' (\S+ \S+|'[^']*') > (\S+) && mv \S+ (\S+)", command)
+        write = r"mkdir -p \S+ && printf '%s\\n' ('[^']*') > \S+ && mv -f \S+ (\S+)"
+        m = re.fullmatch(write, command)
         assert m, command
-        self.files[m.group(3)] = shlex.split(m.group(1))[0] + "\n"
+        self.files[m.group(2)] = shlex.split(m.group(1))[0] + "\n"
         return True, "", ""
 
 
