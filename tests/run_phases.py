@@ -34,6 +34,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -86,6 +87,9 @@ class Outcome:
     # The machine's CPU kept busy while it ran (all cores, containers included): 0.0-1.0.
     cpu_busy: float | None = None
     beside: bool = False  # ran beside other phases (its seconds overlap theirs)
+    # A failed phase's last lines: printed again under the summary, where a log cut to its
+    # end (CI's) still shows why, and kept in the JSON.
+    tail: list[str] = field(default_factory=list)
 
 
 def pytest_phase(name: str, *args: str, quiet: bool = False) -> Phase:
@@ -104,6 +108,12 @@ QUIET_MODULES = (
 )
 
 
+# Quiet modules whose tests do not all judge speed: only those marked `quiet` run in the
+# quiet phase; the rest (drills that load models and judge no speed) run in a phase of their
+# own, `<module>/rest`, beside the VM, where the CPU their model loads leave idle goes to it.
+SPLIT_MODULES = ("test_switch_sandbox",)
+
+
 def phases() -> list[Phase]:
     """The suite, in order: no target; the phases that judge speed, alone; then the VM beside
     the rest of the sandbox site's phases."""
@@ -111,11 +121,16 @@ def phases() -> list[Phase]:
     host = ["--hosts=ssh://" + STANDIN_IP, "--ssh-config=" + SSH_CONFIG]
     integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
 
-    def module(path: Path) -> Phase:
-        rel = str(path.relative_to(REPO))
-        return pytest_phase(f"integration/{path.stem}", rel, quiet=path.stem in QUIET_MODULES)
+    def module(path: Path) -> list[Phase]:
+        rel, name = str(path.relative_to(REPO)), f"integration/{path.stem}"
+        if path.stem in SPLIT_MODULES:
+            return [
+                pytest_phase(name, rel, "-m", "quiet", quiet=True),
+                pytest_phase(f"{name}/rest", rel, "-m", "not quiet"),
+            ]
+        return [pytest_phase(name, rel, quiet=path.stem in QUIET_MODULES)]
 
-    modules = [module(p) for p in integration]
+    modules = [phase for p in integration for phase in module(p)]
     return [
         pytest_phase("unit", "tests/unit"),
         *(p for p in modules if p.quiet),
@@ -197,24 +212,58 @@ def phase_argv(phase: Phase, scratch: Path) -> tuple[list[str], Path]:
     return argv, junit
 
 
+TAIL_LINES = 40  # of a failed phase, under the summary: pytest's short summary fits in it
+
+
 def outcome(
-    phase: Phase, took: float, rc: int, junit: Path, busy: float | None, beside: bool = False
+    phase: Phase,
+    took: float,
+    rc: int,
+    junit: Path,
+    busy: float | None,
+    log: Path,
+    beside: bool = False,
 ) -> Outcome:
     tests = (slowest_tests(junit), test_counts(junit)) if phase.junit else ([], {})
-    return Outcome(phase.name, round(took, 1), rc, *tests, cpu_busy=busy, beside=beside)
+    tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:] if rc and log.exists() else []
+    return Outcome(phase.name, round(took, 1), rc, *tests, cpu_busy=busy, beside=beside, tail=tail)
+
+
+def echo_new(source: BinaryIO) -> None:
+    """What the phase wrote to its log since the last look, onto our stdout."""
+    data = source.read()
+    if data:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
 
 
 def run_phase(phase: Phase, scratch: Path) -> Outcome:
+    """The phase in the foreground, its output shown as it comes. The output goes through a
+    log file, not a pipe: a process the phase leaves behind (an ssh master) holding the pipe
+    open would otherwise keep the runner waiting after the phase ended."""
     argv, junit = phase_argv(phase, scratch)
+    log_path = scratch / (phase.name.replace("/", "--") + ".out")
     print(f"\n[make test] === {phase.name}", flush=True)
     start, ticks = time.monotonic(), cpu_ticks()
-    try:
-        rc = subprocess.run(argv, cwd=REPO).returncode
-    except KeyboardInterrupt:
-        if phase.cleanup:  # the VM run in the foreground: QEMU is not in its process group
-            subprocess.run(phase.cleanup, cwd=REPO, check=False)
-        raise
-    return outcome(phase, time.monotonic() - start, rc, junit, busy_since(ticks))
+    with log_path.open("wb") as log, log_path.open("rb") as source:
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                echo_new(source)
+                time.sleep(0.2)
+        except KeyboardInterrupt:  # the phase had the same SIGINT: a moment to say where
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            echo_new(source)
+            if phase.cleanup:  # the VM run in the foreground: QEMU is not in its process group
+                subprocess.run(phase.cleanup, cwd=REPO, check=False)
+            raise
+        echo_new(source)
+    took = time.monotonic() - start
+    return outcome(phase, took, proc.returncode, junit, busy_since(ticks), log_path)
 
 
 class Beside:
@@ -248,7 +297,8 @@ class Beside:
         took = time.monotonic() - self.start
         self.log.close()
         print(self.log_path.read_text(errors="replace"), end="", flush=True)
-        return outcome(self.phase, took, rc, self.junit, busy_since(self.ticks), beside=True)
+        busy = busy_since(self.ticks)
+        return outcome(self.phase, took, rc, self.junit, busy, self.log_path, beside=True)
 
     def stop(self) -> None:
         """Ctrl-C or CI's timeout: the phase's session first, then what it started outside it
@@ -299,6 +349,17 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
         "(about 0.6 s on a normal day; twice that is a slow day)"
     )
     return "\n".join(lines)
+
+
+def failure_tails(outcomes: list[Outcome], lines: int = 12, width: int = 200) -> str:
+    """Each failed phase's last lines, next to the verdict: the end of a long log (all CI
+    keeps in view) then says why, not only which phase."""
+    out = []
+    for o in outcomes:
+        if o.tail:
+            out.append(f"[make test] {o.name} failed; its last lines (all in the JSON's tail):")
+            out.extend(f"  | {line[:width]}" for line in o.tail[-lines:])
+    return "".join(line + "\n" for line in out)
 
 
 def interrupt(signum: int, frame: object) -> None:
@@ -403,6 +464,7 @@ def main() -> int:
     over = f", OVER the {BUDGET_S // 60}-minute budget" if total > BUDGET_S else ""
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     print(f"[make test] phases saved to {shown}")
+    print(failure_tails(outcomes), end="")
     # pytest's counts over every phase, as one plain closing line (the phases' own lines are
     # scattered above); a phase that is not pytest (a benchmark, the VM's make) counts as one.
     others = [o for o in outcomes if not o.counts]

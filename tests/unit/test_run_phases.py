@@ -102,3 +102,49 @@ def test_a_vm_phase_selected_last_runs_in_the_foreground(tmp_path: Path) -> None
     outcomes, _ = run_phases.run_all([vm], tmp_path, time.monotonic())
     assert [(o.name, o.beside) for o in outcomes] == [("vm", False)]
     assert not (tmp_path / "vm.log").exists()
+
+
+def test_a_failed_phase_says_why_again_next_to_the_verdict(tmp_path: Path) -> None:
+    """CI keeps only the end of the log in view: a failed phase's own last lines are printed
+    again there, and an ended phase is not waited on for what it left running."""
+    failing = (
+        "import subprocess, sys; subprocess.Popen(['sleep', '30']); "  # holds stdout open
+        "print('\\n'.join(f'line {i}' for i in range(50))); sys.exit('the deploy failed: why')"
+    )
+    start = time.monotonic()
+    outcomes, interrupted = run_phases.run_all(
+        [Phase("bench/x", [sys.executable, "-c", failing]), Phase("ok", ["true"])],
+        tmp_path,
+        start,
+    )
+    assert time.monotonic() - start < 10 and interrupted is None
+    failed, passed = outcomes
+    assert failed.rc == 1 and failed.tail[-1] == "the deploy failed: why"
+    assert failed.tail[-2] == "line 49" and len(failed.tail) == run_phases.TAIL_LINES
+    assert passed.rc == 0 and passed.tail == []
+    shown = run_phases.failure_tails(outcomes).splitlines()
+    assert shown[0].startswith("[make test] bench/x failed")
+    assert shown[-1] == "  | the deploy failed: why" and len(shown) == 13
+
+
+def test_a_split_module_runs_its_quiet_tests_first_and_the_rest_beside_the_vm() -> None:
+    """Every test of a split module runs in exactly one of its two phases; those that judge
+    speed (marked quiet) before the VM starts, the others after it."""
+    names = [p.name for p in run_phases.phases()]
+    for stem in run_phases.SPLIT_MODULES:
+        module = f"tests/integration/{stem}.py"
+        assert names.index(f"integration/{stem}") < names.index("vm")
+        assert names.index(f"integration/{stem}/rest") > names.index("vm")
+
+        def collected(marker: str, module: str = module) -> set[str]:
+            argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only"]
+            proc = subprocess.run(
+                [*argv, "-q", "-m", marker, module],
+                cwd=run_phases.REPO,
+                capture_output=True,
+                text=True,
+            )
+            return {line for line in proc.stdout.splitlines() if line.startswith(module)}
+
+        quiet, rest, every = collected("quiet"), collected("not quiet"), collected("")
+        assert quiet and rest and not quiet & rest and quiet | rest == every, (quiet, rest)
