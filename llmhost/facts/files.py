@@ -56,6 +56,24 @@ class UnitState(FactBase[dict[str, str]]):
         return dict(line.split("=", 1) for line in output if "=" in line)
 
 
+class UnitFileState(FactBase[str]):
+    """`systemctl show -p UnitFileState` of a unit: enabled, disabled, static (no [Install]
+    section, as the draft A/B's twin), or "" when systemd has no such unit file.
+
+    pyinfra's SystemdEnabled counts a static unit as enabled, and `systemctl disable` of one
+    changes nothing yet reloads systemd: llmhost reads the state itself."""
+
+    @staticmethod
+    def default() -> str:
+        return ""
+
+    def command(self, unit: str) -> str:
+        return f"systemctl show -p UnitFileState --value {shlex.quote(unit)} 2>/dev/null || true"
+
+    def process(self, output: Iterable[str]) -> str:
+        return "".join(output).strip()
+
+
 class NewerThanUnit(FactBase[list[str]]):
     """Of `paths`, those modified after the running unit started (its inputs changed since).
 
