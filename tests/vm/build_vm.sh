@@ -2,13 +2,18 @@
 # A Debian 12 VM that boots through GRUB under QEMU software emulation (TCG): the one place
 # here where a kernel cmdline change, sysctls, swap and modules-load.d meet a real reboot.
 #   tests/vm/build_vm.sh build   # fresh .vm/disk.raw (MBR, ext4, GRUB in the MBR); ~3 min the
-#                                # first time (kernel into the rootfs), 15 s after
+#                                # first time on a machine (kernel into the rootfs), 15 s after
 #   tests/vm/build_vm.sh start   # boot it; ssh on 127.0.0.1:2222 (hostfwd, restrict=on)
 #   tests/vm/build_vm.sh stop
 # Needs root, the sandbox's Debian template cache (make sandbox-up) and its apt proxy.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-VM=.vm; IMG=$VM/disk.raw; ROOT=$VM/rootfs; KEY=.sandbox/id_ed25519
+VM=.vm; IMG=$VM/disk.raw; KEY=.sandbox/id_ed25519
+# The rootfs (Debian, kernel, GRUB, sshd) is the machine's, not the clone's: kept outside the
+# checkout so that a fresh clone on the same machine (CI's) skips its ~3 minutes, and named
+# by a digest of the recipe below, so that a changed recipe builds a new one. The key that
+# opens it is the clone's own (.sandbox), put into each fresh disk, never into the rootfs.
+ROOTS=${LLMHOST_VM_CACHE:-/var/cache/llmhost/vm}
 CACHE=/var/cache/lxc/debian/rootfs-bookworm-amd64
 PROXY=${LLMHOST_APT_PROXY:-http://10.99.0.1:3142}
 # make test runs the VM beside other phases at idle CPU priority: it may get no CPU for a
@@ -23,19 +28,24 @@ build() {  # the rootfs is kept between builds; the disk is always made afresh
     log "installing qemu, fdisk"; DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
       --no-install-recommends qemu-system-x86 qemu-utils fdisk >/dev/null; }
   [ -d "$CACHE" ] || { echo "no $CACHE: run make sandbox-up first" >&2; exit 1; }
-  mkdir -p $VM
-  [ -f "$ROOT/.llmhost-ready" ] && grep -q '^MODULES=dep' "$ROOT/etc/initramfs-tools/initramfs.conf" \
-    && [ -f "$ROOT/$PATIENT" ] || rootfs
+  mkdir -p $VM "$ROOTS"
+  ROOT=$ROOTS/rootfs-$(declare -f rootfs | sha256sum | cut -c1-12)
+  if [ -f "$ROOT/.llmhost-ready" ]; then log "rootfs $ROOT (built before)"; else rootfs; fi
   disk
 }
 
 rootfs() {
-  # A build killed while /proc, /sys and /dev were bound in the rootfs left them mounted:
-  # unmount first, and never delete across a filesystem boundary.
-  for d in dev/pts dev sys proc; do
-    if mountpoint -q "$ROOT/$d" 2>/dev/null; then umount -l "$ROOT/$d"; fi
+  # A build killed while /proc, /sys and /dev were bound in a rootfs left them mounted:
+  # unmount first, and never delete across a filesystem boundary. Older recipes' rootfs go.
+  local old d
+  for old in "$ROOTS"/rootfs-*; do
+    [ -d "$old" ] || continue
+    for d in dev/pts dev sys proc; do
+      if mountpoint -q "$old/$d" 2>/dev/null; then umount -l "$old/$d"; fi
+    done
+    rm -rf --one-file-system "$old"
   done
-  rm -rf --one-file-system "$ROOT"; cp -a "$CACHE" "$ROOT"
+  cp -a "$CACHE" "$ROOT"
   cp /var/lib/lxc/llmhost-sbx/rootfs/etc/apt/sources.list "$ROOT/etc/apt/sources.list"
   echo "Acquire::http::Proxy \"$PROXY\";" > "$ROOT/etc/apt/apt.conf.d/01proxy"
   for d in proc sys dev dev/pts; do mount --bind /$d "$ROOT/$d"; done
@@ -49,8 +59,7 @@ rootfs() {
   echo llmhost-vm > "$ROOT/etc/hostname"
   printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' > "$ROOT/etc/systemd/network/20-wired.network"
   chroot "$ROOT" systemctl enable systemd-networkd >/dev/null 2>&1
-  mkdir -p "$ROOT/root/.ssh"; cp "$KEY.pub" "$ROOT/root/.ssh/authorized_keys"
-  chmod 600 "$ROOT/root/.ssh/authorized_keys"
+  mkdir -p "$ROOT/root/.ssh"; chmod 700 "$ROOT/root/.ssh"
   # A swap file the host deploy must turn off for good.
   dd if=/dev/zero of="$ROOT/swapfile" bs=1M count=64 status=none; chmod 600 "$ROOT/swapfile"
   mkswap -q "$ROOT/swapfile"
@@ -83,6 +92,7 @@ disk() {
   mkfs.ext4 -q -L vmroot "$part"
   mkdir -p $VM/mnt; mount "$part" $VM/mnt
   cp -a "$ROOT"/. $VM/mnt/
+  cp "$KEY.pub" $VM/mnt/root/.ssh/authorized_keys; chmod 600 $VM/mnt/root/.ssh/authorized_keys
   for d in proc sys dev dev/pts; do mount --bind /$d "$VM/mnt/$d"; done
   chroot $VM/mnt grub-install --target=i386-pc "$loop" 2>&1 | tail -1
   chroot $VM/mnt update-grub 2>&1 | tail -1
