@@ -92,6 +92,7 @@ def stop_began(sandbox: SandboxState, model: str) -> float:
     return float(lines[-1].split()[0])
 
 
+@pytest.mark.quiet  # its draft A/B judges speed
 @pytest.mark.usefixtures("from_the_default")
 def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -> None:
     # The drain: a long stream (8 x 1,800 tokens: 12-14 s on a normal day, 20 s on a slow
@@ -138,6 +139,7 @@ def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -
     # B keeps serving: the way back is the next test's, interrupted by Ctrl-C and rerun.
 
 
+@pytest.mark.quiet  # goes on from the draft profile the test above leaves serving
 @pytest.mark.usefixtures("from_the_draft_profile")
 def test_ctrl_c_during_the_switch_back_says_where_it_stands_and_the_rerun_finishes_it(
     served: GuestConfig, sandbox: SandboxState
