@@ -92,7 +92,7 @@ test-language: sandbox-up
 	$(PYTEST) -v tests/language
 
 # deploys/host.py on a Debian 12 VM booted through GRUB under QEMU TCG: real update-grub,
-# real reboots, /proc/cmdline, sysctl and lsmod checked after each. About 10 minutes.
+# a real reboot, /proc/cmdline, sysctl and lsmod checked after it. About 8 minutes.
 test-vm: sandbox-up
 	tests/vm/build_vm.sh stop
 	tests/vm/build_vm.sh build

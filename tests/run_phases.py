@@ -11,7 +11,7 @@ one failed, so one run names every failure; the exit code is 1 when any phase fa
 Standard library only: it runs with the project's venv Python.
 
 The phases that measure speed (the gate, the draft A/Bs, the benchmarks) run first, with
-nothing beside them. The GRUB VM (about 10 minutes of software emulation, sharing nothing with
+nothing beside them. The GRUB VM (about 8 minutes of software emulation, sharing nothing with
 the sandbox's guests) then runs beside the remaining phases at idle CPU and I/O priority
 (SCHED_IDLE, ionice idle): it gets only the CPU they leave unused (a quarter to a half of two
 cores while they wait on readiness, health windows and alerts): measured, it slowed the fleet
@@ -22,6 +22,7 @@ end; the runner then waits for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -230,11 +231,38 @@ def outcome(
 
 
 def echo_new(source: BinaryIO) -> None:
-    """What the phase wrote to its log since the last look, onto our stdout."""
-    data = source.read()
-    if data:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    """What the phase wrote to its log since the last look, onto our stdout; a stdout that
+    went away (`| head`, a closed terminal) ends the echo, never the phase: the log keeps all."""
+    data = source.read(1 << 20)
+    while data:
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        except OSError:
+            return
+        data = source.read(1 << 20)
+
+
+def stop_session(proc: subprocess.Popen[bytes]) -> None:
+    """A phase's whole session stopped as a terminal's Ctrl-C would, then harder: SIGINT
+    (10 s to end, its teardown included), SIGTERM (5 s), SIGKILL; a second Ctrl-C meanwhile
+    does not cut it short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for sig, grace_s in ((signal.SIGINT, 10), (signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                continue
+            with contextlib.suppress(ProcessLookupError):  # what the ended leader left behind
+                os.killpg(proc.pid, signal.SIGKILL)
+            break
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_phase(phase: Phase, scratch: Path) -> Outcome:
@@ -245,18 +273,19 @@ def run_phase(phase: Phase, scratch: Path) -> Outcome:
     log_path = scratch / (phase.name.replace("/", "--") + ".out")
     print(f"\n[make test] === {phase.name}", flush=True)
     start, ticks = time.monotonic(), cpu_ticks()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # its output a file now, not a terminal
     with log_path.open("wb") as log, log_path.open("rb") as source:
-        proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        # A session of its own: Ctrl-C, CI's timeout, SIGTERM or SIGHUP reach it through
+        # stop_session, which also ends what its teardown started after the signal.
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             while proc.poll() is None:
                 echo_new(source)
                 time.sleep(0.2)
-        except KeyboardInterrupt:  # the phase had the same SIGINT: a moment to say where
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        except BaseException:
+            stop_session(proc)
             echo_new(source)
             if phase.cleanup:  # the VM run in the foreground: QEMU is not in its process group
                 subprocess.run(phase.cleanup, cwd=REPO, check=False)

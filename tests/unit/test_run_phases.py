@@ -3,8 +3,11 @@ machine, and the VM beside the other phases at idle priority, stopped whole on C
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -148,3 +151,34 @@ def test_a_split_module_runs_its_quiet_tests_first_and_the_rest_beside_the_vm() 
 
         quiet, rest, every = collected("quiet"), collected("not quiet"), collected("")
         assert quiet and rest and not quiet & rest and quiet | rest == every, (quiet, rest)
+
+
+def test_ctrl_c_in_a_foreground_phase_ends_its_whole_session(tmp_path: Path) -> None:
+    """The phase runs in a session of its own: Ctrl-C reaches it through the runner, and
+    what it started (a deploy its teardown began) ends with it."""
+    started = tmp_path / "sid"
+    phase_code = (
+        "import os, subprocess, time; subprocess.Popen(['sleep', '300']); "
+        f"open({str(started)!r}, 'w').write(str(os.getsid(0))); time.sleep(300)"
+    )
+    phase = Phase("integration/x", [sys.executable, "-c", phase_code])
+
+    def ctrl_c() -> None:
+        deadline = time.monotonic() + 20
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    begun = time.monotonic()
+    outcomes, interrupted = run_phases.run_all([phase], tmp_path, begun)
+    assert interrupted == "integration/x" and outcomes == []
+    assert time.monotonic() - begun < 30
+    sid, left = started.read_text().strip(), ["?"]
+    for _ in range(50):  # a killed process is gone once its new parent has reaped it
+        ps = subprocess.run(["ps", "-s", sid, "-o", "pid=,stat="], capture_output=True, text=True)
+        left = [line for line in ps.stdout.splitlines() if not line.split()[1].startswith("Z")]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == [], f"left running in its session: {left}"

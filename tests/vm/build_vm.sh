@@ -29,17 +29,26 @@ build() {  # the rootfs is kept between builds; the disk is always made afresh
       --no-install-recommends qemu-system-x86 qemu-utils fdisk >/dev/null; }
   [ -d "$CACHE" ] || { echo "no $CACHE: run make sandbox-up first" >&2; exit 1; }
   mkdir -p $VM "$ROOTS"
-  ROOT=$ROOTS/rootfs-$(declare -f rootfs | sha256sum | cut -c1-12)
+  # A clone's own rootfs from before the cache (over 1 GB): gone, mounts first.
+  if [ -d "$VM/rootfs" ]; then
+    for d in dev/pts dev sys proc; do
+      if mountpoint -q "$VM/rootfs/$d" 2>/dev/null; then umount -l "$VM/rootfs/$d"; fi
+    done
+    rm -rf --one-file-system "$VM/rootfs"
+  fi
+  ROOT=$ROOTS/rootfs-$({ declare -f rootfs; declare -p PATIENT PROXY CACHE; } | sha256sum | cut -c1-12)
   if [ -f "$ROOT/.llmhost-ready" ]; then log "rootfs $ROOT (built before)"; else rootfs; fi
   disk
 }
 
 rootfs() {
+  : "${ROOT:?build sets ROOT: run tests/vm/build_vm.sh build}"
   # A build killed while /proc, /sys and /dev were bound in a rootfs left them mounted:
   # unmount first, and never delete across a filesystem boundary. Older recipes' rootfs go.
   local old d
   for old in "$ROOTS"/rootfs-*; do
     [ -d "$old" ] || continue
+    rm -f "$old/.llmhost-ready"  # a delete cut short must not leave a rootfs marked ready
     for d in dev/pts dev sys proc; do
       if mountpoint -q "$old/$d" 2>/dev/null; then umount -l "$old/$d"; fi
     done
