@@ -63,7 +63,15 @@ def deploy(*data: str) -> str:
     args = [PYINFRA, "-y", *SERVE, *[x for d in data for x in ("--data", d)]]
     proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr}")
+        # pyinfra's errors come before its results table, which fills the end of its output.
+        lines = (proc.stdout + proc.stderr).splitlines()
+        said = [line for line in lines if re.search(r"error|failed|timed out", line, re.I)]
+        said = [line for line in said if not re.search(r"(\s+(\d+|-)){4}\s*$", line)]
+        raise SystemExit(
+            "\n".join(lines[-25:])
+            + f"\n{' '.join(args)} failed (exit {proc.returncode}); its errors:\n"
+            + "\n".join(said[-15:])
+        )
     return proc.stdout + proc.stderr
 
 

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -88,9 +89,11 @@ class Outcome:
     # The machine's CPU kept busy while it ran (all cores, containers included): 0.0-1.0.
     cpu_busy: float | None = None
     beside: bool = False  # ran beside other phases (its seconds overlap theirs)
-    # A failed phase's last lines: printed again under the summary, where a log cut to its
-    # end (CI's) still shows why, and kept in the JSON.
+    # A failed phase's last lines, kept in the JSON (each cut to LINE_CHARS).
     tail: list[str] = field(default_factory=list)
+    # A failed phase's lines that say why (errors, failures, tracebacks) from its whole log:
+    # printed again under the summary, where a log cut to its end (CI's) still shows them.
+    why: list[str] = field(default_factory=list)
 
 
 def pytest_phase(name: str, *args: str, quiet: bool = False) -> Phase:
@@ -164,12 +167,20 @@ def exec_true_seconds(runs: int = 3) -> float | None:
     return round(statistics.median(times), 3)
 
 
+def junit_tree(junit: Path) -> ET.Element:
+    """A phase's JUnit XML; empty where a phase stopped hard left it half written."""
+    try:
+        return ET.parse(junit).getroot()
+    except ET.ParseError:
+        return ET.Element("testsuites")
+
+
 def slowest_tests(junit: Path, top: int = 10) -> list[dict[str, object]]:
     if not junit.exists():
         return []
     cases = [
         {"test": f"{c.get('classname')}::{c.get('name')}", "seconds": float(c.get("time", 0))}
-        for c in ET.parse(junit).iter("testcase")
+        for c in junit_tree(junit).iter("testcase")
     ]
     return sorted(cases, key=lambda c: -c["seconds"])[:top]
 
@@ -180,7 +191,7 @@ def test_counts(junit: Path) -> dict[str, int]:
     if not junit.exists():
         return {}
     counts = {"passed": 0, "failed": 0, "skipped": 0}
-    for suite in ET.parse(junit).iter("testsuite"):
+    for suite in junit_tree(junit).iter("testsuite"):
         tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
         failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
         counts["failed"] += failed
@@ -213,7 +224,22 @@ def phase_argv(phase: Phase, scratch: Path) -> tuple[list[str], Path]:
     return argv, junit
 
 
-TAIL_LINES = 40  # of a failed phase, under the summary: pytest's short summary fits in it
+TAIL_LINES = 40  # of a failed phase, in the JSON: pytest's short summary fits in it
+WHY_LINES = 8  # of a failed phase, under the summary
+LINE_CHARS = 300
+# A line that says why a phase failed: pyinfra's "Error:" lines, a traceback's last line,
+# pytest's FAILED lines; not the rows of pyinfra's results table (an "Error" column of counts).
+WHY = re.compile(
+    r"error|failed|traceback|exception|assert|timed? ?out|refused|interrupt", re.IGNORECASE
+)
+TABLE_ROW = re.compile(r"(\s+(\d+|-)){4}\s*$|^\W*Operation\s+Hosts\s+Success")
+
+
+def why_lines(lines: list[str]) -> list[str]:
+    """The last lines of a log that say why it failed, whitespace runs squeezed."""
+    said = [" ".join(line.split()) for line in lines if WHY.search(line)]
+    said = [line[:LINE_CHARS] for line in said if not TABLE_ROW.search(line) and line]
+    return said[-WHY_LINES:]
 
 
 def outcome(
@@ -226,8 +252,17 @@ def outcome(
     beside: bool = False,
 ) -> Outcome:
     tests = (slowest_tests(junit), test_counts(junit)) if phase.junit else ([], {})
-    tail = log.read_text(errors="replace").splitlines()[-TAIL_LINES:] if rc and log.exists() else []
-    return Outcome(phase.name, round(took, 1), rc, *tests, cpu_busy=busy, beside=beside, tail=tail)
+    lines = log.read_text(errors="replace").splitlines() if rc and log.exists() else []
+    return Outcome(
+        phase.name,
+        round(took, 1),
+        rc,
+        *tests,
+        cpu_busy=busy,
+        beside=beside,
+        tail=[line[:LINE_CHARS] for line in lines[-TAIL_LINES:]],
+        why=why_lines(lines),
+    )
 
 
 def echo_new(source: BinaryIO) -> None:
@@ -265,6 +300,15 @@ def stop_session(proc: subprocess.Popen[bytes]) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or CI's timeout) during a foreground phase, with what that phase had done:
+    its time and its log's lines that say where it stood (exit 130)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.name)
+        self.outcome = outcome
+
+
 def run_phase(phase: Phase, scratch: Path) -> Outcome:
     """The phase in the foreground, its output shown as it comes. The output goes through a
     log file, not a pipe: a process the phase leaves behind (an ssh master) holding the pipe
@@ -284,11 +328,14 @@ def run_phase(phase: Phase, scratch: Path) -> Outcome:
             while proc.poll() is None:
                 echo_new(source)
                 time.sleep(0.2)
-        except BaseException:
+        except BaseException as stopped:
             stop_session(proc)
             echo_new(source)
             if phase.cleanup:  # the VM run in the foreground: QEMU is not in its process group
                 subprocess.run(phase.cleanup, cwd=REPO, check=False)
+            if isinstance(stopped, KeyboardInterrupt):  # where it stood: CI's timeout's case
+                took, busy = time.monotonic() - start, busy_since(ticks)
+                raise Interrupted(outcome(phase, took, 130, junit, busy, log_path)) from None
             raise
         echo_new(source)
     took = time.monotonic() - start
@@ -380,20 +427,33 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
     return "\n".join(lines)
 
 
-def failure_tails(outcomes: list[Outcome], lines: int = 12, width: int = 200) -> str:
-    """Each failed phase's last lines, next to the verdict: the end of a long log (all CI
-    keeps in view) then says why, not only which phase."""
+def failure_tails(outcomes: list[Outcome], last: int = 4, width: int = 200) -> str:
+    """Each failed phase's lines that say why, then its last lines that are not pyinfra's
+    results table, next to the verdict: the end of a long log (all CI keeps in view) then
+    says why, not only which phase."""
     out = []
     for o in outcomes:
-        if o.tail:
-            out.append(f"[make test] {o.name} failed; its last lines (all in the JSON's tail):")
-            out.extend(f"  | {line[:width]}" for line in o.tail[-lines:])
+        if not o.rc:
+            continue
+        out.append(f"[make test] {o.name} failed; why (the JSON keeps its last lines):")
+        out.extend(f"  ! {line[:width]}" for line in o.why)
+        ending = [" ".join(x.split()) for x in o.tail if x.strip() and not TABLE_ROW.search(x)]
+        out.extend(f"  | {line[:width]}" for line in ending[-last:])
     return "".join(line + "\n" for line in out)
 
 
 def interrupt(signum: int, frame: object) -> None:
     """SIGTERM and SIGHUP stop the run as Ctrl-C does: with its phases stopped and reported."""
     raise KeyboardInterrupt
+
+
+def catch_ctrl_c() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP stop the run with its phases stopped and reported. SIGINT
+    too is set explicitly: a shell starting make in the background (CI's scripts) leaves it
+    ignored, and Python then keeps it so; CI's own timeout sends it."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
 
 
 def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Outcome], str | None]:
@@ -422,8 +482,10 @@ def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Ou
                     print(
                         f"[make test] WARNING: past the {BUDGET_S // 60}-minute budget", flush=True
                     )
-            except KeyboardInterrupt:  # CI's own timeout sends SIGINT: still say where it stood
+            except KeyboardInterrupt as stop:  # CI's own timeout sends SIGINT: say where it stood
                 interrupted = phase.name
+                if isinstance(stop, Interrupted):
+                    outcomes.append(stop.outcome)
                 print(f"[make test] interrupted during {phase.name}", flush=True)
                 break
         if beside is not None and (interrupted is None or beside.ended()):
@@ -451,8 +513,7 @@ def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Ou
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGHUP, interrupt)
+    catch_ctrl_c()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="run phases starting so")
     args = parser.parse_args()
@@ -507,8 +568,8 @@ def main() -> int:
     else:
         verdict = "exit 0"
     print(
-        f"[make test] finished in {int(total)}s ({fmt(total)}, budget {BUDGET_S}s{over}), "
-        f"{verdict}",
+        f"[make test] finished in {int(total)}s ({fmt(total)}, budget {BUDGET_S}s{over}; "
+        f"exec -- true {speed['before']}s/{speed['after']}s, 0.6 normal), {verdict}",
         flush=True,
     )
     if interrupted is not None:

@@ -3,11 +3,9 @@ machine, and the VM beside the other phases at idle priority, stopped whole on C
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -96,7 +94,7 @@ def test_ctrl_c_in_a_phase_stops_the_one_beside_it_and_names_both(tmp_path: Path
     outcomes, interrupted = run_phases.run_all([beside, phase], tmp_path, start)
     assert time.monotonic() - start < 10
     assert interrupted == "integration/x (and vm, beside it)"
-    assert outcomes == [] and marker.exists()
+    assert [(o.name, o.rc) for o in outcomes] == [("integration/x", 130)] and marker.exists()
 
 
 def test_a_vm_phase_selected_last_runs_in_the_foreground(tmp_path: Path) -> None:
@@ -108,11 +106,16 @@ def test_a_vm_phase_selected_last_runs_in_the_foreground(tmp_path: Path) -> None
 
 
 def test_a_failed_phase_says_why_again_next_to_the_verdict(tmp_path: Path) -> None:
-    """CI keeps only the end of the log in view: a failed phase's own last lines are printed
+    """CI keeps only the end of the log in view: a failed phase's lines that say why (here a
+    pyinfra error far above a results table whose rows have an Error column) are printed
     again there, and an ended phase is not waited on for what it left running."""
     failing = (
         "import subprocess, sys; subprocess.Popen(['sleep', '30']); "  # holds stdout open
-        "print('\\n'.join(f'line {i}' for i in range(50))); sys.exit('the deploy failed: why')"
+        "print('[10.99.0.12] Error: systemctl start timed out'); "
+        "print('\\n'.join(f'line {i}' for i in range(50))); "
+        "print('    Operation    Hosts   Success   Error   No Change'); "
+        "print('    remove drop-ins of x.service' + ' ' * 90 + '1  -  1  -'); "
+        "print('x' * 900); sys.exit('the deploy failed: why')"
     )
     start = time.monotonic()
     outcomes, interrupted = run_phases.run_all(
@@ -123,11 +126,15 @@ def test_a_failed_phase_says_why_again_next_to_the_verdict(tmp_path: Path) -> No
     assert time.monotonic() - start < 10 and interrupted is None
     failed, passed = outcomes
     assert failed.rc == 1 and failed.tail[-1] == "the deploy failed: why"
-    assert failed.tail[-2] == "line 49" and len(failed.tail) == run_phases.TAIL_LINES
-    assert passed.rc == 0 and passed.tail == []
+    assert len(failed.tail) == run_phases.TAIL_LINES
+    assert max(map(len, failed.tail)) == run_phases.LINE_CHARS
+    assert failed.why == ["[10.99.0.12] Error: systemctl start timed out", "the deploy failed: why"]
+    assert passed.rc == 0 and passed.tail == [] and passed.why == []
     shown = run_phases.failure_tails(outcomes).splitlines()
     assert shown[0].startswith("[make test] bench/x failed")
-    assert shown[-1] == "  | the deploy failed: why" and len(shown) == 13
+    assert shown[1] == "  ! [10.99.0.12] Error: systemctl start timed out"
+    assert shown[-1] == "  | the deploy failed: why" and "line 49" in shown[-3]
+    assert not any("drop-ins" in line for line in shown) and len("".join(shown)) < 1000
 
 
 def test_a_split_module_runs_its_quiet_tests_first_and_the_rest_beside_the_vm() -> None:
@@ -155,25 +162,41 @@ def test_a_split_module_runs_its_quiet_tests_first_and_the_rest_beside_the_vm() 
 
 def test_ctrl_c_in_a_foreground_phase_ends_its_whole_session(tmp_path: Path) -> None:
     """The phase runs in a session of its own: Ctrl-C reaches it through the runner, and
-    what it started (a deploy its teardown began) ends with it."""
+    what it started (a deploy its teardown began) ends with it. The runner is a process of
+    its own here, as under make: a signal sent from a thread of the test process would land
+    in whichever greenlet gevent (patched in by pyinfra's CLI) happened to run."""
     started = tmp_path / "sid"
     phase_code = (
         "import os, subprocess, time; subprocess.Popen(['sleep', '300']); "
-        f"open({str(started)!r}, 'w').write(str(os.getsid(0))); time.sleep(300)"
+        f"open({str(started)!r} + '.tmp', 'w').write(str(os.getsid(0))); "
+        f"os.rename({str(started)!r} + '.tmp', {str(started)!r}); time.sleep(300)"
     )
-    phase = Phase("integration/x", [sys.executable, "-c", phase_code])
-
-    def ctrl_c() -> None:
-        deadline = time.monotonic() + 20
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=ctrl_c, daemon=True).start()
+    runner_code = (
+        "import sys, time; from tests import run_phases; from tests.run_phases import Phase; "
+        "run_phases.catch_ctrl_c(); "
+        f"phase = Phase('integration/x', [sys.executable, '-c', {phase_code!r}]); "
+        f"outcomes, interrupted = run_phases.run_all([phase], Path({str(tmp_path)!r}), "
+        "time.monotonic()); print('RESULT', interrupted, [(o.name, o.rc) for o in outcomes], "
+        "[line for o in outcomes for line in o.why])"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-c", "from pathlib import Path; " + runner_code],
+        cwd=run_phases.REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline and runner.poll() is None:
+        time.sleep(0.1)
+    assert started.exists(), runner.communicate(timeout=5)[0] if runner.poll() is not None else ""
     begun = time.monotonic()
-    outcomes, interrupted = run_phases.run_all([phase], tmp_path, begun)
-    assert interrupted == "integration/x" and outcomes == []
-    assert time.monotonic() - begun < 30
+    runner.send_signal(signal.SIGINT)
+    out, _ = runner.communicate(timeout=30)
+    assert time.monotonic() - begun < 20, out
+    # The phase's outcome says where it stood: exit 130, its log's last word (the traceback).
+    assert "RESULT integration/x [('integration/x', 130)] " in out, out
+    assert out.split("RESULT")[1].rstrip().endswith("'KeyboardInterrupt']"), out
     sid, left = started.read_text().strip(), ["?"]
     for _ in range(50):  # a killed process is gone once its new parent has reaped it
         ps = subprocess.run(["ps", "-s", sid, "-o", "pid=,stat="], capture_output=True, text=True)
