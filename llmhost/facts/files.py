@@ -74,6 +74,15 @@ class UnitFileState(FactBase[str]):
         return "".join(output).strip()
 
 
+def needs_disable(unit_file_state: str) -> bool:
+    """Whether `systemctl disable` has links to remove for a unit in this UnitFileState.
+
+    enabled, enabled-runtime, linked and linked-runtime units have symlinks that outlive the
+    unit file; static, disabled, masked, generated units and absent ones ("") have none that
+    disable would remove, and disable would only reload systemd."""
+    return unit_file_state.split("-")[0] in {"enabled", "linked"}
+
+
 class NewerThanUnit(FactBase[list[str]]):
     """Of `paths`, those modified after the running unit started (its inputs changed since).
 

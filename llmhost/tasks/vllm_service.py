@@ -13,7 +13,7 @@ from pyinfra.operations.util import any_changed
 
 from llmhost.catalog import servable_models
 from llmhost.config.guest import GuestConfig
-from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit, UnitFileState
+from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit, UnitFileState, needs_disable
 from llmhost.naming import ab_unit_name, unit_name
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import MARKER
@@ -33,17 +33,18 @@ def has_ab_unit(cfg: GuestConfig, model: str) -> bool:
 
 def retire_units(units: Iterable[str], why: str) -> None:
     """Stop, disable and remove units with their env files and drop-ins (weights stay), then
-    one daemon-reload. `systemctl disable` runs only for a unit still enabled: it reloads
-    systemd itself, and a static or disabled unit (the A/B twin, a previous model) has nothing
-    to disable. A reload is not free: once, a guest's systemd took its whole 180 s timeout."""
+    one daemon-reload. `systemctl disable` runs only for a unit with links to remove: it
+    reloads systemd itself, and a static or disabled unit (the A/B twin, a previous model)
+    has nothing to disable. A reload is not free: once, a guest's systemd took its whole
+    180 s timeout."""
     removed = []
     for unit in sorted(units):
-        enabled = host.get_fact(UnitFileState, unit=unit) == "enabled"
+        linked = needs_disable(host.get_fact(UnitFileState, unit=unit))
         systemd.service(
             name=f"stop {unit} ({why})",
             service=unit,
             running=False,
-            enabled=False if enabled else None,
+            enabled=False if linked else None,
         )
         removed.append(
             files.file(name=f"remove {unit}", path=f"/etc/systemd/system/{unit}", present=False)

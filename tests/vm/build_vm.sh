@@ -29,6 +29,10 @@ build() {  # the rootfs is kept between builds; the disk is always made afresh
       --no-install-recommends qemu-system-x86 qemu-utils fdisk >/dev/null; }
   [ -d "$CACHE" ] || { echo "no $CACHE: run make sandbox-up first" >&2; exit 1; }
   mkdir -p $VM "$ROOTS"
+  # Clones on one machine share $ROOTS: one build at a time chooses, deletes or builds a
+  # rootfs and copies it into its disk; a second waits here (the lock goes with the process).
+  exec 9>"$ROOTS/.lock"
+  flock -n 9 || { log "another clone is building the rootfs: waiting for it"; flock 9; }
   # A clone's own rootfs from before the cache (over 1 GB): gone, mounts first.
   if [ -d "$VM/rootfs" ]; then
     for d in dev/pts dev sys proc; do
