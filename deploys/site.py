@@ -2,8 +2,12 @@
 the routers and the monitoring host (when the inventory has them; with a monitoring host,
 node exporter goes on every host).
 
-pyinfra inventory/lab.py deploys/site.py                                  # rebuild after a reboot
+llmhost site inventory/lab.py                                   # rebuild after a reboot
 pyinfra inventory/lab.py deploys/site.py --data served_model=minimax-m2.5   # switch the model
+
+After a reboot, use `llmhost site` (llmhost/site_run.py): pyinfra connects to every host when
+a run starts, so a guest still down would fail at connect before its Proxmox host starts it;
+`llmhost site` runs the hosts first, waits for the guests' ssh, then runs this file.
 
 Every Proxmox host is converged (kernel cmdline verified, uvm device nodes at boot,
 passthrough majors from the live /proc/devices, a guest restarted only when its block

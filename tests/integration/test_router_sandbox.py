@@ -12,7 +12,7 @@ import requests
 from llmhost.config.guest import GuestConfig
 from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import SITE, api_headers, pyinfra
+from tests.helpers import SITE, api_headers, api_key, pyinfra
 
 ROUTER = f"http://{standin.IP}:8080"
 
@@ -45,6 +45,29 @@ def test_it_runs_as_its_own_user_with_its_metrics_on_their_own_port(site: GuestC
     assert metrics.status_code == 200 and "vllm_router" in metrics.text
     unit = standin.ssh("systemctl cat vllm-router.service") or ""
     assert "--health-check-interval-secs 2" in " ".join(unit.replace("\\\n", " ").split())
+
+
+def test_its_unit_passes_the_model_units_state_checks(site: GuestConfig) -> None:
+    """What tests/state/guest asserts of a model unit, and the secrecy of test_serve_sandbox:
+    a system account that cannot log in, enabled and running, its ports open, a root-owned
+    unit file, and the key in none of its argv, environment, unit or journal (the router
+    forwards the client's header and holds no key)."""
+    user = (standin.ssh("getent passwd vllm-router") or "").strip().split(":")
+    assert int(user[2]) < 1000 and user[6] == "/usr/sbin/nologin", user
+    states = standin.ssh("systemctl is-enabled vllm-router; systemctl is-active vllm-router")
+    assert (states or "").split() == ["enabled", "active"], states
+    listening = standin.ssh("ss -Hltn") or ""
+    for port in (8080, 29000):
+        assert f":{port} " in listening, f"nothing listens on {port}: {listening}"
+    owner = standin.ssh("stat -c '%U %a' /etc/systemd/system/vllm-router.service") or ""
+    assert owner.split() == ["root", "644"], owner
+    main_pid = "$(systemctl show -p MainPID --value vllm-router.service)"
+    seen = standin.ssh(
+        f"tr '\\0' ' ' < /proc/{main_pid}/cmdline; echo; tr '\\0' '\\n' < /proc/{main_pid}/environ;"
+        " systemctl cat vllm-router.service; journalctl -u vllm-router.service --no-pager -n 5000"
+    )
+    assert seen and "vllm-router" in seen
+    assert api_key() not in seen, "the API key is in the router's argv, environment or journal"
 
 
 @pytest.mark.parametrize(
