@@ -411,6 +411,11 @@ def fmt(seconds: float) -> str:
     return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
 
 
+def shown_speed(speed: dict[str, float | None]) -> dict[str, str]:
+    """The day's figures as printed: an interrupted run measures none after its phases."""
+    return {k: "not measured" if v is None else f"{v}s" for k, v in speed.items()}
+
+
 def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None]) -> str:
     lines = ["", "[make test] phases:"]
     for o in outcomes:
@@ -418,7 +423,7 @@ def summary(outcomes: list[Outcome], total: float, speed: dict[str, float | None
         busy = "" if o.cpu_busy is None else f"  CPU {o.cpu_busy:.0%} busy"
         beside = "  (beside the phases after the benchmarks)" if o.beside else ""
         lines.append(f"  {o.name:<44} {fmt(o.seconds):>7}  {verdict}{busy}{beside}")
-    shown = {k: "not measured" if v is None else f"{v}s" for k, v in speed.items()}
+    shown = shown_speed(speed)
     lines.append(
         "[make test] machine speed: pyinfra exec -- true "
         f"{shown['before']} before, {shown['after']} after "
@@ -524,7 +529,8 @@ def main() -> int:
     selected = [p for p in phases() if not wanted or p.name.startswith(wanted)]
     start = time.monotonic()
     speed: dict[str, float | None] = {"before": exec_true_seconds(), "after": None}
-    print(f"[make test] machine speed: pyinfra exec -- true {speed['before']}s", flush=True)
+    day = shown_speed(speed)["before"]
+    print(f"[make test] machine speed: pyinfra exec -- true {day}", flush=True)
     outcomes, interrupted = run_all(selected, scratch, start)
     if interrupted is None:
         speed["after"] = exec_true_seconds()
@@ -567,9 +573,10 @@ def main() -> int:
         verdict = "exit 1: failed " + ", ".join(failed)
     else:
         verdict = "exit 0"
+    shown = shown_speed(speed)
     print(
         f"[make test] finished in {int(total)}s ({fmt(total)}, budget {BUDGET_S}s{over}; "
-        f"exec -- true {speed['before']}s/{speed['after']}s, 0.6 normal), {verdict}",
+        f"exec -- true {shown['before']}/{shown['after']}, 0.6 normal), {verdict}",
         flush=True,
     )
     if interrupted is not None:
