@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, operation
@@ -22,19 +22,24 @@ from llmhost.operations.log import say
 from llmhost.operations.step import engine_step
 from llmhost.readiness import Readiness
 
+if TYPE_CHECKING:
+    from llmhost.switch.guard import SwitchGuard
 
-def switching(guard: Any) -> bool:
+
+def switching(guard: SwitchGuard | None) -> bool:
     """Whether a switch is in flight: the served model always has a guard (SwitchGuard), which
     only arms when its plan switches."""
     return guard is not None and bool(guard.plan.switching)
 
 
-def touched(started_by: Any, guard: Any) -> bool:
+def touched(started_by: Any, guard: SwitchGuard | None) -> bool:
     """Whether this run (re)started the unit or switches to it: then its proofs run."""
     return switching(guard) or (started_by is not None and started_by.started())
 
 
-def ready_due(endpoint: Endpoint, started_by: Any = None, guard: Any = None) -> Callable[[], bool]:
+def ready_due(
+    endpoint: Endpoint, started_by: Any = None, guard: SwitchGuard | None = None
+) -> Callable[[], bool]:
     """The readiness step's `_if`: False only for a server this run did not touch that
     answers one look now (it is then said to serve, with what it answered)."""
 
@@ -61,7 +66,7 @@ def ready(
     endpoint: Endpoint,
     timeout_s: int,
     started_by: Any = None,
-    guard: Any = None,
+    guard: SwitchGuard | None = None,
 ):
     """
     Wait until the unit serves: /health, /v1/models lists its served name, a 1-token completion.
@@ -86,7 +91,7 @@ def ready(
 
 
 def wait_until_ready(
-    unit: str, endpoint: Endpoint, timeout_s: int, started_by: Any, guard: Any
+    unit: str, endpoint: Endpoint, timeout_s: int, started_by: Any, guard: SwitchGuard | None
 ) -> None:
     def restarts() -> int:
         return int(host.get_fact(UnitState, unit=unit).get("NRestarts", "0") or 0)

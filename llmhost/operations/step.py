@@ -11,7 +11,7 @@ it under --dry, and fails just this host when the step returns False. A step's f
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyinfra.api import FunctionCommand, OperationError
 
@@ -19,9 +19,12 @@ from llmhost.interrupt import Interrupted
 from llmhost.operations.failure import fail_this_host, failure_message, operation_names
 from llmhost.operations.rollback import rolls_back
 
+if TYPE_CHECKING:
+    from llmhost.switch.guard import SwitchGuard
+
 
 def engine_step(
-    step: Callable[[], object], guard: Any = None, shown: tuple[str, ...] = ()
+    step: Callable[[], object], guard: SwitchGuard | None = None, shown: tuple[str, ...] = ()
 ) -> FunctionCommand:
     """`step()` at execution time, under a switch's rollback guard when one is given.
     `shown`: what the command's repr prints (--dry, -v), e.g. the shell command it runs."""

@@ -16,7 +16,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyinfra.api import operation
 
@@ -29,6 +29,9 @@ from llmhost.operations.step import engine_step
 from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
 from llmhost.proofs.sweep import BenchRun
+
+if TYPE_CHECKING:
+    from llmhost.switch.guard import SwitchGuard
 
 __all__ = [
     "BenchRun",
@@ -69,7 +72,7 @@ class Cadence:
 
 
 def correct_due(
-    record: CorrectnessRecord, mode: str, started_by: Any = None, guard: Any = None
+    record: CorrectnessRecord, mode: str, started_by: Any = None, guard: SwitchGuard | None = None
 ) -> Callable[[], bool]:
     """The correctness step's `_if`: False only for a unit this run did not touch whose
     current run already passed this probe (verify.mode = full probes anyway)."""
@@ -92,7 +95,11 @@ def correct_due(
 
 
 @operation()
-def correct(check: CorrectnessCheck, guard: Any = None, record: CorrectnessRecord | None = None):
+def correct(
+    check: CorrectnessCheck,
+    guard: SwitchGuard | None = None,
+    record: CorrectnessRecord | None = None,
+):
     """
     Greedy completions of the profile's prompts, judged before any number counts; a pass is
     recorded for the unit's current run. Call it with `_if=correct_due(...)`.
@@ -118,7 +125,7 @@ def load_proofs(
     gate: bool,
     cadence: Cadence,
     ab: DraftAB | None = None,
-    guard: Any = None,
+    guard: SwitchGuard | None = None,
     correctness: CorrectnessRecord | None = None,
 ):
     """
