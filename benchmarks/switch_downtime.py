@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from llmhost.bench.history import save_benchmark  # noqa: E402
-from llmhost.readiness import auth_headers  # noqa: E402
+from llmhost.proofs.readiness import auth_headers  # noqa: E402
 from llmhost.testbed.sandbox import API_KEY_FILE, load_state, ssh_command  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))

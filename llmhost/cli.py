@@ -13,7 +13,7 @@ from llmhost.testbed import sandbox
 
 def ask_api_key() -> SecretStr | None:
     """`llmhost ask`'s key: $LLMHOST_API_KEY when set, else the sandbox's key file, else none."""
-    from llmhost.readiness import api_key_from_env
+    from llmhost.proofs.readiness import api_key_from_env
 
     key = api_key_from_env()
     if key is not None:
@@ -29,7 +29,7 @@ def ask_sandbox(prompt: str, port: int, max_tokens: int) -> int:
     """Prove the demo end to end: readiness, then one chat completion, both printed."""
     import requests
 
-    from llmhost.readiness import auth_headers, probe_once, unauthorized
+    from llmhost.proofs.readiness import auth_headers, probe_once, unauthorized
 
     state = sandbox.load_state()
     base = f"http://{state.ip}:{port}"

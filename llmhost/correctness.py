@@ -63,9 +63,12 @@ def greedy(
     max_tokens: int,
     *,
     headers: Mapping[str, str] | None = None,
+    http: requests.Session | None = None,
 ) -> Completion:
-    """One greedy completion with its token ids; `headers` carry the API key."""
-    resp = requests.post(
+    """One greedy completion with its token ids; `headers` carry the API key, `http` is the
+    endpoint's session (its connections reused) or none."""
+    post = http.post if http is not None else requests.post
+    resp = post(
         f"{base_url}/v1/completions",
         json={
             "model": served_name,

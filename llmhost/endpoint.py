@@ -3,9 +3,11 @@
 Why one value: the correctness probe, the load sweep, a switch's rollback target and the
 readiness operation each carried their own copy of these three fields and built the key's
 header themselves. The key stays out of repr (pyinfra prints operation arguments) and out of
-comparisons. No shared `requests.Session`: the calls are seconds apart and span restarts of
-the server (a switch, a rollback, the draft A/B's unit swap), so a pool would keep sockets to
-a stopped server and save nothing measurable.
+comparisons. One `requests.Session` per endpoint: readiness polls every half second during a
+switch and the correctness probe sends its prompts one after another, each on the connection
+the last one left open. A connection the server closed (a restart, its keep-alive timeout) is
+seen as dropped before reuse and replaced, so a session outlives a switch. The side traffic
+of the probe under traffic keeps its own connections (a thread of its own).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import requests
 from pydantic import SecretStr
 
-from llmhost.readiness import Readiness, auth_headers, probe_once, wait_ready
+from llmhost.proofs.readiness import Readiness, auth_headers, probe_once, wait_ready
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,10 @@ class Endpoint:
     base_url: str  # http://<guest>:<port>
     served_name: str  # the model name the server answers to (/v1/models, "model")
     api_key: SecretStr | None = field(default=None, repr=False, compare=False)
+    # Connections kept open between the calls to this server (the module docstring says why).
+    http: requests.Session = field(
+        default_factory=requests.Session, repr=False, compare=False, hash=False
+    )
 
     def headers(self) -> dict[str, str]:
         """The bearer header for /v1/* (none without a key)."""
@@ -38,6 +45,7 @@ class Endpoint:
             timeout,
             headers=self.headers(),
             answer_within=answer_within,
+            http=self.http,
         )
 
     def wait_ready(
@@ -56,4 +64,5 @@ class Endpoint:
             interval_s=interval_s,
             crash_check=crash_check,
             headers=self.headers(),
+            http=self.http,
         )

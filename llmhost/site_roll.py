@@ -32,9 +32,10 @@ from llmhost.fleet.roll import Replica, ReplicaSteps, Roll, RollReport
 from llmhost.fleet.router_api import RouterControl, RouterError
 from llmhost.groups import is_router_host, is_serving_guest, scrape_address
 from llmhost.monitoring import host_port
-from llmhost.readiness import auth_headers, probe_once
+from llmhost.naming import serving_record
+from llmhost.proofs.readiness import auth_headers, probe_once
 from llmhost.secrets import resolve_secrets
-from llmhost.switch.plan import ServingRecord, record_path
+from llmhost.switch.plan import ServingRecord
 
 SSH_TIMEOUT_S = 20
 
@@ -94,7 +95,7 @@ class Member:
         return self.guest.served_model
 
     def record(self) -> ServingRecord:
-        path = record_path(self.guest.root_dir)
+        path = serving_record(self.guest.root_dir)
         proc = subprocess.run(
             [*self.ssh, f"cat {shlex.quote(path)} 2>/dev/null || true"],
             capture_output=True,

@@ -43,7 +43,7 @@ from llmhost.inventory import get_host
 from llmhost.kernel_cmdline import edit_params, grub_params, set_grub_params
 from llmhost.lxc_passthrough import passthrough_block, qm_set_commands, with_block
 from llmhost.naming import unit_name
-from llmhost.readiness import auth_headers, probe_once
+from llmhost.proofs.readiness import auth_headers, probe_once
 from llmhost.render import render_env, render_unit
 from llmhost.testbed.sandbox import API_KEY_FILE, STATE_DIR, SandboxState, api_key, ssh_command
 
@@ -246,11 +246,20 @@ class FakeVLLM:
     seen: list[tuple[str, str, str | None]] = field(default_factory=list)  # method, path, auth
     url: str = ""
     answer_after_s: float = 0.0  # a busy server: each non-streamed completion waits this long
+    # HTTP/1.1 with connections kept open this long when idle (uvicorn's keep-alive timeout);
+    # None: HTTP/1.0, one connection a request. Streaming needs None (its body ends at close).
+    keep_alive_s: float | None = None
+    port: int = 0  # 0: any free port; a port of an earlier FakeVLLM: the same server restarted
+    peers: list[int] = field(default_factory=list)  # each request's client port, in order
 
     def __enter__(self) -> FakeVLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            if fake.keep_alive_s is not None:
+                protocol_version = "HTTP/1.1"
+                timeout = fake.keep_alive_s
+
             def log_message(self, *args: object) -> None:
                 pass
 
@@ -265,6 +274,7 @@ class FakeVLLM:
             def allowed(self) -> bool:
                 auth = self.headers.get("Authorization")
                 fake.seen.append((self.command, self.path, auth))
+                fake.peers.append(self.client_address[1])
                 if fake.key is None or not self.path.startswith("/v1"):
                     return True
                 if auth == f"Bearer {fake.key}":
@@ -316,9 +326,10 @@ class FakeVLLM:
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                 self.wfile.write(b"data: [DONE]\n\n")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from llmhost.bench.sweep import sweep
 from llmhost.catalog import BenchProfile, CatalogError, load_catalog
-from llmhost.readiness import api_key_from_env, auth_headers
+from llmhost.proofs.readiness import api_key_from_env, auth_headers
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
 from llmhost.operations.step import engine_step
-from llmhost.readiness import Readiness
+from llmhost.proofs.readiness import Readiness
 
 if TYPE_CHECKING:
     from llmhost.switch.guard import SwitchGuard

@@ -110,8 +110,8 @@ def correct(
     """
 
     def prove() -> None:
-        lines = check.run()
-        say(f"correctness OK for {check.model}: {lines}")
+        verdict = check.run()
+        say(f"correctness OK for {check.model}: {verdict.text()}")
         if record is not None:
             record.write()
 

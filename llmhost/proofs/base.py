@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 # Run one shell command on the guest: (ok, stdout, stderr).
 Shell = Callable[[str], tuple[bool, str, str]]
@@ -16,8 +19,47 @@ Shell = Callable[[str], tuple[bool, str, str]]
 Log = Callable[[str], None]
 
 
+def frozen(value: Any) -> Any:
+    """`value` with every dict made a read-only mapping and every list a tuple, all the way
+    down: a verdict's figures cannot be changed by whoever it is handed to."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one proof concluded, fixed once reached: which proof, of what, whether it
+    passed, the lines that say why and the figures behind them (read-only). A passing proof
+    returns its verdict; a failing one raises `ProofFailed` carrying it, because a failure
+    must stop the switch's next step wherever it is raised from (guard.py rolls back on it).
+    """
+
+    proof: str  # "readiness", "correctness", "correctness under traffic", "load proofs"
+    subject: str  # the model (or unit) proven
+    passed: bool
+    lines: tuple[str, ...]
+    figures: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", tuple(self.lines))
+        object.__setattr__(self, "figures", frozen(dict(self.figures)))
+
+    def text(self) -> str:
+        """The verdict as one line."""
+        return "; ".join(self.lines)
+
+
 class ProofFailed(Exception):
-    """A proof's verdict is a failure; the message carries the figures that failed it."""
+    """A proof's verdict is a failure; the message carries the figures that failed it, and
+    `verdict` the failed proof's Verdict where one was reached (None: the proof could not
+    run, e.g. a server that did not answer)."""
+
+    def __init__(self, message: str, verdict: Verdict | None = None) -> None:
+        super().__init__(message)
+        self.verdict = verdict
 
 
 def no_shell(command: str) -> tuple[bool, str, str]:

@@ -19,7 +19,7 @@ from llmhost.catalog import CorrectnessProfile
 from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
 from llmhost.endpoint import Endpoint
 from llmhost.interrupt import interruptible
-from llmhost.proofs.base import ProofFailed, Shell, no_shell, write_text_command
+from llmhost.proofs.base import ProofFailed, Shell, Verdict, no_shell, write_text_command
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,13 @@ class CorrectnessCheck:
     def prompts(self) -> list[str]:
         return list(self.correctness.prompts) + [g.prompt for g in self.correctness.golden]
 
-    def run(self) -> str:
-        """Greedy completions judged; raises ProofFailed on a wrong answer."""
+    def run(self) -> Verdict:
+        """Greedy completions judged; raises ProofFailed (with the verdict) on a wrong answer."""
         with interruptible(f"the correctness probe of {self.model}"):
             completions = self.complete(self.prompts())
         return self.judged(completions, "")
 
-    def run_under_traffic(self) -> str:
+    def run_under_traffic(self) -> Verdict:
         """The prompts again, `under_traffic_rounds` times, while side requests come and go.
 
         A batch that requests join and leave is where batching and speculative-decoding bugs
@@ -76,7 +76,9 @@ class CorrectnessCheck:
         at, max_tokens = self.endpoint, self.correctness.max_tokens
         try:
             return [
-                greedy(at.base_url, at.served_name, p, max_tokens, headers=at.headers())
+                greedy(
+                    at.base_url, at.served_name, p, max_tokens, headers=at.headers(), http=at.http
+                )
                 for p in prompts
             ]
         except requests.RequestException as exc:
@@ -84,8 +86,9 @@ class CorrectnessCheck:
                 f"correctness: a completion from {at.base_url} failed: {exc}"
             ) from None
 
-    def judged(self, completions: list[Completion], label: str) -> str:
-        """The verdict's lines; raises ProofFailed naming every wrong answer."""
+    def judged(self, completions: list[Completion], label: str) -> Verdict:
+        """The verdict; raises ProofFailed naming every wrong answer. `label` (the side
+        traffic's) leads its first line."""
         correctness = self.correctness
         golden = {g.prompt: g.expect for g in correctness.golden}
         reference: list | None = None
@@ -93,12 +96,21 @@ class CorrectnessCheck:
             checked = [c for c in completions if c.prompt not in golden]
             verdicts = iter(self.reference(checked))
             reference = [None if c.prompt in golden else next(verdicts) for c in completions]
-        verdict = judge(completions, golden, correctness.degenerate_check, reference)
-        if not verdict.ok:
+        judged = judge(completions, golden, correctness.degenerate_check, reference)
+        first, *rest = judged.lines or [""]
+        verdict = Verdict(
+            "correctness under traffic" if label else "correctness",
+            self.model,
+            judged.ok,
+            (label + first, *rest),
+            {"prompts": [c.prompt for c in completions]},
+        )
+        if not verdict.passed:
             raise ProofFailed(
-                f"correctness {label}FAILED for {self.model}:\n  " + "\n  ".join(verdict.lines)
+                f"correctness {label}FAILED for {self.model}:\n  " + "\n  ".join(judged.lines),
+                verdict,
             )
-        return label + "; ".join(verdict.lines)
+        return verdict
 
     def reference(self, completions: list) -> list:
         request = reference_request(self.model_dir, completions, self.reference_cache)

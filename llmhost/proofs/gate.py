@@ -4,7 +4,8 @@ baseline and the catalog, save every verdict, grow or set the host baseline.
 The steps hand one `BenchOutcome` on (proofs/load.py runs them in order): `measure` fills it
 (the sweep, the gate and spec-decode verdicts, the failures), the draft A/B
 (proofs/draft_ab.py) compares against that same sweep, and `save` writes it all before
-`raise_failures` fails the host.
+`verdict` fixes it as the proof's immutable `Verdict`. BenchOutcome is the working state
+of one call and never leaves it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from llmhost.bench.gates import GateLine
 from llmhost.bench.result import LevelResult
 from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
 from llmhost.interrupt import interruptible
-from llmhost.proofs.base import ProofFailed
+from llmhost.proofs.base import Verdict
 from llmhost.proofs.sweep import BenchRun, run_sweep
 
 
@@ -50,7 +51,7 @@ def measure(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
     traffic, asked first, raise: no number counts then."""
     say = run.log
     if run.traffic_check is not None:
-        say(f"correctness OK for {run.model} {run.traffic_check.run_under_traffic()}")
+        say(f"correctness OK for {run.model} {run.traffic_check.run_under_traffic().text()}")
     bench = run.bench
     before = fetch_spec_counters(run.endpoint.base_url)
     say(
@@ -193,9 +194,12 @@ def save(run: BenchRun, outcome: BenchOutcome) -> Path:
     return path
 
 
-def raise_failures(outcome: BenchOutcome) -> None:
-    if outcome.failures:
-        raise ProofFailed("\n".join(outcome.failures))
+def verdict(run: BenchRun, outcome: BenchOutcome, saved: Path) -> Verdict:
+    """The load proofs' verdict: the failures' lines, or where the passing run was saved;
+    every verdict of the run (gate, baseline, spec decode, A/B) as its figures."""
+    lines = tuple(outcome.failures) or (f"passed, saved in {shown(saved)}",)
+    figures = {**outcome.verdicts, "results_file": str(saved)}
+    return Verdict("load proofs", run.model, not outcome.failures, lines, figures)
 
 
 def shown(path: Path) -> Path:

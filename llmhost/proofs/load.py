@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from llmhost.bench.cadence import LoadProofs, draft_ab_runs
 from llmhost.proofs import draft_ab
-from llmhost.proofs.base import ProofFailed
-from llmhost.proofs.gate import BenchOutcome, measure, raise_failures, save
+from llmhost.proofs.base import ProofFailed, Verdict
+from llmhost.proofs.gate import BenchOutcome, measure, save, verdict
 from llmhost.proofs.sweep import BenchRun
 
 
@@ -54,10 +54,11 @@ def run_load_proofs(
     record: PassRecord | None = None,
     verdicts: dict[str, str] | None = None,
     rolls_back: Callable[[], bool] = lambda: False,
-) -> BenchOutcome:
-    """Measure, compare, save; raise ProofFailed on any failed verdict. `verdicts` (a switch's)
-    receives "passed" or "FAILED" before that. A pass is recorded on the guest. `rolls_back`
-    says whether a failure now rolls a switch back (the A/B then skips a reload for nothing)."""
+) -> Verdict:
+    """Measure, compare, save; the verdict, or ProofFailed carrying it on any failure.
+    `verdicts` (a switch's) receives "passed" or "FAILED" before that. A pass is recorded on
+    the guest. `rolls_back` says whether a failure now rolls a switch back (the A/B then skips
+    a reload for nothing)."""
     outcome = BenchOutcome()
     measure(run, gate, outcome)
     if ab is not None and draft_ab_runs(ab.mode, load):
@@ -66,10 +67,11 @@ def run_load_proofs(
         )
     elif ab is not None:
         run.log(f"draft A/B for {run.model} skipped: verify.draft_ab = {ab.mode}")
-    save(run, outcome)
+    proven = verdict(run, outcome, save(run, outcome))
     if verdicts is not None:
-        verdicts["gate"] = "FAILED" if outcome.failures else "passed"
-    raise_failures(outcome)
+        verdicts["gate"] = "passed" if proven.passed else "FAILED"
+    if not proven.passed:
+        raise ProofFailed("\n".join(proven.lines), proven)
     if record is not None:
         now = int(time.time())
         exported = record.export(now)
@@ -78,6 +80,7 @@ def run_load_proofs(
         )
         if not ok:
             raise ProofFailed(
-                f"the gate passed but its record {record.path} was not written: {stderr}"
+                f"the gate passed but its record {record.path} was not written: {stderr}",
+                proven,
             )
-    return outcome
+    return proven

@@ -37,7 +37,7 @@ from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted
 from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
 from llmhost.proofs.correct import CorrectnessCheck
-from llmhost.readiness import API_KEY_ENV
+from llmhost.proofs.readiness import API_KEY_ENV
 
 
 @dataclass(frozen=True)

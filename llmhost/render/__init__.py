@@ -16,7 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from llmhost.catalog import ModelProfile
 from llmhost.config.guest import GuestConfig
 from llmhost.host_profiles import host_profile
-from llmhost.naming import SERVICE_HOME, unit_name
+from llmhost.naming import SERVICE_HOME, env_file, unit_file, unit_name
 from llmhost.secrets import ResolvedSecrets
 
 # Set on every unit: no phoning home, no hub access at run time (weights are staged).
@@ -68,8 +68,8 @@ def unit_paths(cfg: GuestConfig, model: str) -> UnitPaths:
     name = unit_name(model)
     return UnitPaths(
         unit_name=name,
-        unit_file=f"/etc/systemd/system/{name}",
-        env_file=f"/etc/llmhost/{name.removesuffix('.service')}.env",
+        unit_file=unit_file(name),
+        env_file=env_file(name),
         model_dir=f"{cfg.models_dir}/{cfg.profile_for(model).weights_id}",
         entry_shim=f"{cfg.root_dir}/bin/vllm-entry",
     )

@@ -29,14 +29,14 @@ from llmhost.facts.nvidia import HostDriverVersion
 from llmhost.groups import is_monitoring_host, is_proxmox_host, is_serving_guest
 from llmhost.host_plan import GRUB_DEFAULT, SYSCTL_FILE, SYSTEMD_BOOT_CMDLINE, plan
 from llmhost.kernel_cmdline import grub_params
-from llmhost.naming import unit_name
+from llmhost.naming import serving_record, unit_name
 from llmhost.render import render_env, unit_env, unit_paths
 from llmhost.report import facts as rf
 from llmhost.report import sections as sec
 from llmhost.report.markdown import host_md, site_md
 from llmhost.report.running import prometheus_query, running
 from llmhost.secrets import resolve_secrets
-from llmhost.switch.plan import ServingRecord, record_path
+from llmhost.switch.plan import ServingRecord
 
 STAMP = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")  # one per pyinfra run (module import)
 _done: list[dict[str, Any]] = []
@@ -122,7 +122,7 @@ def guest_sections(cfg: GuestConfig) -> list[sec.Section]:
             modules_loaded=[],
         )
     )
-    record = ServingRecord.parse(host.get_fact(FileText, path=record_path(cfg.root_dir)))
+    record = ServingRecord.parse(host.get_fact(FileText, path=serving_record(cfg.root_dir)))
     for model, _ in cfg.units_and_ports():
         paths = unit_paths(cfg, model)
         main = model == cfg.served_model

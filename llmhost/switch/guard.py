@@ -198,7 +198,7 @@ class SwitchGuard:
             )
         if source.check is None:
             return result.waited_s, ", no correctness probe"
-        lines = source.check.run()
+        lines = source.check.run().text()
         if source.record is not None:
             source.record.write()
         return result.waited_s, f", correctness OK: {lines}"

@@ -24,13 +24,6 @@ from typing import Any
 
 from llmhost.naming import ab_unit_name, model_of_unit, unit_name, units_of
 
-RECORD_NAME = "serving.json"
-
-
-def record_path(root_dir: str) -> str:
-    """Where the guest keeps its serving record."""
-    return f"{root_dir}/state/{RECORD_NAME}"
-
 
 @dataclass(frozen=True)
 class Pending:

@@ -20,7 +20,7 @@ from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
 from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText
-from llmhost.naming import ab_unit_name, unit_name
+from llmhost.naming import ab_unit_name, proof_record, refcheck_cache, unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.serving import ready, ready_due
 from llmhost.operations.switch import SwitchGuard
@@ -134,14 +134,14 @@ def correctness_check(cfg: GuestConfig, model: str, endpoint: Endpoint) -> Corre
         model_dir=unit_paths(cfg, model).model_dir,
         python=f"{cfg.venv_dir}/bin/python",
         refcheck=refcheck_path(cfg),
-        reference_cache=f"{cfg.root_dir}/state/refcheck-cache",
+        reference_cache=refcheck_cache(cfg.root_dir),
         shell=guest_run,
     )
 
 
 def state_record(cfg: GuestConfig, model: str, kind: str) -> str:
     """Where the guest keeps a proof's record of `model` ("last-gate", "correct")."""
-    return f"{cfg.root_dir}/state/{unit_name(model).removesuffix('.service')}.{kind}"
+    return proof_record(cfg.root_dir, model, kind)
 
 
 def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:

@@ -12,9 +12,9 @@ from pyinfra.api.exceptions import PyinfraError
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import FileText
 from llmhost.facts.ports import PortHolders
+from llmhost.naming import serving_record
 from llmhost.operations.switch import switch_commit
 from llmhost.secrets import ResolvedSecrets
-from llmhost.switch.plan import record_path
 from llmhost.tasks.gpu_userspace import gpu_userspace, preflight
 from llmhost.tasks.guest_base import guest_base
 from llmhost.tasks.hooks import hooks
@@ -52,7 +52,7 @@ def serving_guest(cfg: GuestConfig, secrets: ResolvedSecrets) -> None:
         preflight(cfg)  # a host driver other than the pin stops here
     ports_preflight(cfg)  # a foreign server on the port stops here
     disk_preflight(cfg)  # weights that cannot fit stop here, before any download
-    record_text = host.get_fact(FileText, path=record_path(cfg.root_dir))
+    record_text = host.get_fact(FileText, path=serving_record(cfg.root_dir))
     guard = switch_guard(cfg, secrets, record_text)  # says what it will switch, if anything
     guest_base(cfg)
     driver = gpu_userspace(cfg) if cfg.accelerator == "cuda" else []

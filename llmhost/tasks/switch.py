@@ -14,14 +14,14 @@ from llmhost import interrupt
 from llmhost.config.guest import GuestConfig
 from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
-from llmhost.naming import unit_name
+from llmhost.naming import serving_record, unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.models import MARKER, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
 from llmhost.proofs.correct import CorrectnessRecord
 from llmhost.render import gpu_free_command
 from llmhost.secrets import ResolvedSecrets
-from llmhost.switch.plan import ServingRecord, failed_before, plan_switch, record_path
+from llmhost.switch.plan import ServingRecord, failed_before, plan_switch
 from llmhost.tasks.hooks import correctness_check, probe_address, state_record
 from llmhost.tasks.model_stage import models_to_stage
 
@@ -101,7 +101,7 @@ def switch_guard(
     guard = SwitchGuard(
         plan=plan,
         host_name=host.name,
-        record_path=record_path(cfg.root_dir),
+        record_path=serving_record(cfg.root_dir),
         target_unit=unit_name(cfg.served_model),
         source=rollback_target(cfg, source, secrets) if source else None,
         gpu_free=" ".join(gpu_free_command(cfg)),

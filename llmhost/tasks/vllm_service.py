@@ -14,7 +14,7 @@ from pyinfra.operations.util import any_changed
 from llmhost.catalog import servable_models
 from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit, UnitFileState, needs_disable
-from llmhost.naming import ab_unit_name, unit_name
+from llmhost.naming import ab_unit_name, dropin_dir, env_file, unit_file, unit_name
 from llmhost.operations.files import atomic_file
 from llmhost.operations.models import MARKER
 from llmhost.operations.switch import SwitchGuard, switch_start, switch_stop
@@ -46,19 +46,17 @@ def retire_units(units: Iterable[str], why: str) -> None:
             running=False,
             enabled=False if linked else None,
         )
-        removed.append(
-            files.file(name=f"remove {unit}", path=f"/etc/systemd/system/{unit}", present=False)
-        )
+        removed.append(files.file(name=f"remove {unit}", path=unit_file(unit), present=False))
         removed.append(
             files.directory(
                 name=f"remove drop-ins of {unit}",
-                path=f"/etc/systemd/system/{unit}.d",
+                path=dropin_dir(unit),
                 present=False,
             )
         )
         files.file(
             name=f"remove env of {unit}",
-            path=f"/etc/llmhost/{unit.removesuffix('.service')}.env",
+            path=env_file(unit),
             present=False,
         )
     if removed:
@@ -87,7 +85,7 @@ def unit_inputs(cfg: GuestConfig, model: str) -> tuple[str, ...]:
 
 
 def dropin_path(cfg: GuestConfig) -> str:
-    return f"/etc/systemd/system/{unit_name(cfg.served_model)}.d/{DROPIN_NAME}"
+    return f"{dropin_dir(unit_name(cfg.served_model))}/{DROPIN_NAME}"
 
 
 def unit_files(cfg: GuestConfig, model: str, port: int, secrets: ResolvedSecrets) -> list:
@@ -111,7 +109,7 @@ def unit_files(cfg: GuestConfig, model: str, port: int, secrets: ResolvedSecrets
             atomic_file(
                 name=f"unit {ab_unit_name(model)} (draft A/B reference, not enabled)",
                 content=render_unit(cfg, model, port, without_draft=True),
-                dest=f"/etc/systemd/system/{ab_unit_name(model)}",
+                dest=unit_file(ab_unit_name(model)),
             )
         )
     return ops

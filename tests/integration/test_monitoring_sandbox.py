@@ -19,7 +19,7 @@ import requests
 from llmhost.config.guest import GuestConfig
 from llmhost.config.loading import load_monitoring
 from llmhost.inventory import get_host
-from llmhost.readiness import wait_ready
+from llmhost.proofs.readiness import wait_ready
 from llmhost.testbed import sandbox as sandbox_ctl
 from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState

@@ -13,7 +13,7 @@ import pytest
 
 from llmhost.config.guest import GuestConfig
 from llmhost.naming import unit_name
-from llmhost.readiness import Readiness, wait_ready
+from llmhost.proofs.readiness import Readiness, wait_ready
 from llmhost.testbed import sandbox as sandbox_ctl
 from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import SERVE, api_headers, changed_ops, guest_sh, pyinfra

@@ -26,7 +26,7 @@ import pytest
 import requests
 
 from llmhost.config.guest import GuestConfig
-from llmhost.readiness import probe_once
+from llmhost.proofs.readiness import probe_once
 from llmhost.switch.plan import ServingRecord
 from llmhost.testbed import replica, standin
 from llmhost.testbed.sandbox import REPLICA_IP, SandboxState, ssh_command

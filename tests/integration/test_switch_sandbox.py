@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from llmhost.config.guest import GuestConfig
-from llmhost.readiness import probe_once
+from llmhost.proofs.readiness import probe_once
 from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import (
     BASIC,

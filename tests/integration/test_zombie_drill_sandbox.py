@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from llmhost.config.guest import GuestConfig
-from llmhost.readiness import probe_once
+from llmhost.proofs.readiness import probe_once
 from llmhost.render import unit_paths, vllm_command
 from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import BASIC, SERVE, api_headers, pyinfra, serve_default

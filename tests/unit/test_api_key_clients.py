@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,13 @@ from llmhost.catalog import BenchProfile
 from llmhost.correctness import greedy
 from llmhost.endpoint import Endpoint
 from llmhost.proofs import sweep as verify
-from llmhost.readiness import API_KEY_ENV, api_key_from_env, auth_headers, probe_once, wait_ready
+from llmhost.proofs.readiness import (
+    API_KEY_ENV,
+    api_key_from_env,
+    auth_headers,
+    probe_once,
+    wait_ready,
+)
 from llmhost.testbed import sandbox
 from tests.helpers import FakeVLLM
 
@@ -64,6 +71,26 @@ def test_readiness_without_the_right_key_stops_at_once_and_never_shows_a_key() -
     assert "refuses the API key sent" in wrong.detail
     assert wrong.waited_s < 5, "a refused key must not be polled until the load timeout"
     assert "nope" not in wrong.detail and KEY not in missing.detail
+
+
+def test_an_endpoint_keeps_one_connection_and_outlives_a_restart_of_its_server() -> None:
+    """The Endpoint's session: readiness and the correctness probe's completions share one
+    connection; one the server closed (its keep-alive timeout, then a restart on the same
+    port) is replaced, not failed on. Without the session every request opens its own."""
+    with FakeVLLM(key=KEY, keep_alive_s=0.5) as server:
+        at = Endpoint(server.url, "m", SecretStr(KEY))
+        assert at.probe().ready and at.probe().ready
+        greedy(at.base_url, "m", "probe", 4, headers=at.headers(), http=at.http)
+        assert len(server.peers) == 7 and len(set(server.peers)) == 1, server.peers
+        old = server.peers[0]
+    time.sleep(1.0)  # the old server's handler closes its idle connection
+    with FakeVLLM(key=KEY, keep_alive_s=0.5, port=server.port) as restarted:
+        again = at.wait_ready(timeout_s=10, log=print, interval_s=0.1)
+        assert again.ready and again.waited_s < 2, again.detail
+        assert old not in restarted.peers and len(set(restarted.peers)) == 1
+    with FakeVLLM(key=KEY, keep_alive_s=0.5) as plain:
+        assert probe_once(plain.url, "m", headers=auth_headers(SecretStr(KEY))).ready
+        assert len(set(plain.peers)) == 3  # no session: a connection a request
 
 
 def test_a_keyless_caller_still_works_against_an_open_server() -> None:

@@ -6,6 +6,8 @@ tokens beside one-token requests) is in tests/integration/test_switch_sandbox.py
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from llmhost.catalog import CorrectnessProfile, GoldenAnswer, load_catalog, parse_catalog
@@ -110,7 +112,7 @@ def check_against(fake: FakeVLLM, expect: str) -> CorrectnessCheck:
 
 def test_under_traffic_asks_every_round_and_names_the_side_requests():
     with FakeVLLM() as fake:
-        lines = check_against(fake, "Paris").run_under_traffic()
+        lines = check_against(fake, "Paris").run_under_traffic().text()
     assert lines.startswith("under traffic (")
     assert " side requests): 3/3 golden answers found" in lines
     assert int(lines.split("(")[1].split()[0]) >= 1
@@ -121,6 +123,14 @@ def test_under_traffic_fails_on_a_wrong_answer():
         check_against(fake, "Paris").run_under_traffic()
     message = str(failed.value)
     assert message.startswith("correctness under traffic (")
+    verdict = failed.value.verdict
+    assert verdict is not None and (verdict.proof, verdict.passed) == (
+        "correctness under traffic",
+        False,
+    )
+    assert any("expected 'Paris'" in line for line in verdict.lines)
+    with pytest.raises(FrozenInstanceError):
+        verdict.passed = True  # type: ignore[misc]
     assert "FAILED for drill" in message
     assert "expected 'Paris'" in message
 

@@ -20,7 +20,7 @@ from llmhost.bench.spec_metrics import SpecCounters
 from llmhost.catalog import BenchProfile
 from llmhost.endpoint import Endpoint
 from llmhost.proofs import draft_ab, gate
-from llmhost.proofs.base import ProofFailed
+from llmhost.proofs.base import ProofFailed, Verdict
 from llmhost.proofs.gate import BenchOutcome
 from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
 from llmhost.proofs.sweep import BenchRun
@@ -83,7 +83,7 @@ def bench_run(
 RUN = LoadProofs(True, "the unit (re)started in this run")
 
 
-def steps(run: BenchRun, gate_on: bool, mode: str, record: bool = False) -> BenchOutcome:
+def steps(run: BenchRun, gate_on: bool, mode: str, record: bool = False) -> Verdict:
     ab = DraftAB("u.service", "u-nodraft.service", mode, 0.1, 60)
     last = (
         PassRecord("/opt/llmhost/state/u.last-gate", lambda now: f"echo exported {now}")
@@ -105,6 +105,12 @@ def test_a_failed_gate_still_runs_the_ab_on_the_same_sweep_and_saves_every_verdi
     assert guest.swept == 2  # one with-draft sweep for the gate and the A/B, one without
     message = str(failed.value)
     assert message.startswith("throughput below baseline for tiny:\n  c=1: 50.0 output tok/s")
+    # The failure carries the proof's verdict, read-only.
+    verdict = failed.value.verdict
+    assert verdict is not None and not verdict.passed and verdict.subject == "tiny"
+    assert "\n".join(verdict.lines) == message and verdict.figures["gate"]
+    with pytest.raises(TypeError):
+        verdict.figures["gate"] = "passed"  # type: ignore[index]
     assert "\nthe draft of tiny does not pay:\n  c=1: with draft 50.0 tok/s" in message
     assert any(s.startswith("speculative decoding tiny: acceptance 100.0%") for s in guest.said)
     assert any(s.startswith("draft A/B tiny c=8: with draft 400.0 tok/s") for s in guest.said)
@@ -131,7 +137,7 @@ def test_the_ab_follows_the_cadence_and_never_means_never(
     run = bench_run(guest, str(tmp_path / "abs"))
     outcome = steps(run, gate_on=False, mode="never", record=True)
     assert guest.swept == 1
-    assert outcome.verdicts["gate"] == "off"
+    assert outcome.figures["gate"] == "off" and outcome.passed
     assert "draft A/B for tiny skipped: verify.draft_ab = never" in guest.said
     assert any(s.startswith("throughput (not gated) c=1: 100.0") for s in guest.said)
     assert f"benchmark results: {tmp_path}/abs/10.99.0.12/" in next(
@@ -268,10 +274,10 @@ def test_an_ab_pair_hit_by_load_is_measured_again_and_a_draft_that_does_not_pay_
     again = [[level(1, 100.0), level(8, 300.0)], [level(1, 105.0), level(8, 300.0)]]
     guest = Guest(monkeypatch, [with_draft, loaded_without, *again])
     outcome = steps(bench_run(guest, bench=CONFIRMED), gate_on=False, mode="always")
-    assert guest.swept == 4 and not outcome.failures
+    assert guest.swept == 4 and outcome.passed
     assert any("measuring the pair once more" in s for s in guest.said)
-    assert [round(v["ratio"], 2) for v in outcome.verdicts["draft_ab"]] == [0.95, 1.03]
-    assert [round(v["ratio"], 2) for v in outcome.verdicts["draft_ab_first_pair"]] == [0.5, 1.03]
+    assert [round(v["ratio"], 2) for v in outcome.figures["draft_ab"]] == [0.95, 1.03]
+    assert [round(v["ratio"], 2) for v in outcome.figures["draft_ab_first_pair"]] == [0.5, 1.03]
     assert len(guest.waits) == 4  # two swaps, each waits for both units
 
     slow = [level(1, 50.0), level(8, 300.0)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import requests
 from pydantic import SecretStr
@@ -51,14 +51,16 @@ def unauthorized(status: int, headers: Headers) -> str:
     return f"answered {status}: the server wants an API key (Authorization: Bearer), none was sent"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Readiness:
+    """The readiness proof's verdict: ready or not, the stage reached, why, how long."""
+
     ready: bool
     stage: str
     detail: str
     waited_s: float
     completion: str = ""
-    models: list[str] = field(default_factory=list)
+    models: tuple[str, ...] = ()
 
 
 def probe_once(
@@ -68,29 +70,35 @@ def probe_once(
     *,
     headers: Headers = None,
     answer_within: float = 60,
+    http: requests.Session | None = None,
 ) -> Readiness:
     """One look: /health, /v1/models, a 1-token completion (the last two with `headers`).
-    The completion may take `answer_within` seconds (a cold server's first one is slow)."""
+    The completion may take `answer_within` seconds (a cold server's first one is slow).
+    `http` is the endpoint's session, whose connections the polls reuse; none opens one per
+    request."""
     hdrs = dict(headers or {})
+    client = http if http is not None else requests
     try:
-        health = requests.get(f"{base_url}/health", timeout=timeout)
+        health = client.get(f"{base_url}/health", timeout=timeout)
     except requests.RequestException as exc:
         return Readiness(False, "health", f"no answer: {type(exc).__name__}", 0)
     if health.status_code != 200:
         return Readiness(False, "health", f"/health answered {health.status_code}", 0)
     try:
-        listing = requests.get(f"{base_url}/v1/models", headers=hdrs, timeout=timeout)
+        listing = client.get(f"{base_url}/v1/models", headers=hdrs, timeout=timeout)
         if listing.status_code in (401, 403):
             return Readiness(
                 False, "auth", f"/v1/models {unauthorized(listing.status_code, hdrs)}", 0
             )
-        models = [m["id"] for m in listing.json()["data"]]
+        models = tuple(str(m["id"]) for m in listing.json()["data"])
     except (requests.RequestException, ValueError, KeyError) as exc:
         return Readiness(False, "models", f"/v1/models failed: {exc}", 0)
     if served_name not in models:
-        return Readiness(False, "models", f"/v1/models lists {models}, not {served_name!r}", 0)
+        return Readiness(
+            False, "models", f"/v1/models lists {list(models)}, not {served_name!r}", 0
+        )
     try:
-        resp = requests.post(
+        resp = client.post(
             f"{base_url}/v1/completions",
             json={"model": served_name, "prompt": "Hello", "max_tokens": 1, "temperature": 0},
             headers=hdrs,
@@ -121,6 +129,7 @@ def wait_ready(
     crash_check: Callable[[], str | None] | None = None,
     *,
     headers: Headers = None,
+    http: requests.Session | None = None,
 ) -> Readiness:
     """Poll until ready or timeout; `crash_check` returns a reason to give up early.
 
@@ -133,9 +142,9 @@ def wait_ready(
     def settled() -> bool:
         """Ready, or an answer that waiting will not change (a refused key, a crash)."""
         nonlocal last_log, latest
-        result = latest = probe_once(base_url, served_name, headers=headers)
+        result = probe_once(base_url, served_name, headers=headers, http=http)
         waited = time.monotonic() - start
-        result.waited_s = round(waited, 1)
+        result = latest = replace(result, waited_s=round(waited, 1))
         if result.ready or result.stage == "auth":
             return True
         if waited - last_log >= progress_every_s:
@@ -143,7 +152,7 @@ def wait_ready(
             last_log = waited
             crashed = crash_check() if crash_check else None
             if crashed:
-                result.stage, result.detail = "crashed", crashed
+                latest = replace(result, stage="crashed", detail=crashed)
                 return True
         return False
 
