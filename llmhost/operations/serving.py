@@ -20,7 +20,7 @@ from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
 from llmhost.operations.step import engine_step
-from llmhost.proofs.readiness import Readiness
+from llmhost.proofs.readiness import Readiness, crash_reason
 
 if TYPE_CHECKING:
     from llmhost.switch.guard import SwitchGuard
@@ -93,15 +93,13 @@ def ready(
 def wait_until_ready(
     unit: str, endpoint: Endpoint, timeout_s: int, started_by: Any, guard: SwitchGuard | None
 ) -> None:
-    def restarts() -> int:
-        return int(host.get_fact(UnitState, unit=unit).get("NRestarts", "0") or 0)
+    def state() -> dict[str, str]:
+        return host.get_fact(UnitState, unit=unit)
 
-    restarts_before = restarts()
+    restarts_before = int(state().get("NRestarts", "0") or 0)
 
     def crash_check() -> str | None:
-        # Restart=always hides a crash loop behind "activating": give up after two restarts.
-        n = restarts() - restarts_before
-        return f"{unit} crashed and was restarted {n} times while loading" if n >= 2 else None
+        return crash_reason(unit, state(), restarts_before)
 
     with interruptible(f"readiness of {unit}"):
         result = endpoint.wait_ready(

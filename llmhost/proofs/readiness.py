@@ -159,3 +159,27 @@ def wait_ready(
     until(settled, timeout_s, every_s=interval_s)
     assert latest is not None  # until() checks at least once
     return latest
+
+
+# argparse's exit status for a usage error (a flag vLLM does not know, a value it refuses):
+# vLLM exits with it before loading anything, and every restart would exit the same way.
+USAGE_ERROR_STATUS = "2"
+# Restart=always hides a crash loop behind "activating": a load is given up after this many.
+CRASH_RESTARTS = 2
+
+
+def crash_reason(unit: str, state: Mapping[str, str], restarts_before: int) -> str | None:
+    """Why waiting for a loading unit is pointless now, from its `systemctl show` (ActiveState,
+    SubState, NRestarts, ExecMainStatus), or None: a usage error at its first exit (waiting
+    for systemd to repeat it costs two restarts of RestartSec plus vLLM's import each), any
+    other crash after CRASH_RESTARTS restarts (a crash can be transient)."""
+    exited = state.get("SubState") in ("auto-restart", "failed")
+    if exited and state.get("ExecMainStatus") == USAGE_ERROR_STATUS:
+        return (
+            f"{unit} exited with status {USAGE_ERROR_STATUS} while loading: a usage error "
+            "(a flag or a value vLLM refuses, in its journal below); a restart would repeat it"
+        )
+    restarts = int(state.get("NRestarts", "0") or 0) - restarts_before
+    if restarts >= CRASH_RESTARTS:
+        return f"{unit} crashed and was restarted {restarts} times while loading"
+    return None
