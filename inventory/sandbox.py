@@ -8,10 +8,16 @@ Its API key is a file the sandbox made (secrets are named in group_data, never h
 
 from llmhost.testbed import replica
 from llmhost.testbed.sandbox import API_KEY_FILE, REPLICA_IP, load_state
+from llmhost.testbed.standin import REPLICA_VMID
 from llmhost.testbed.standin import load as load_standin
 
 _guest = load_state()
 _pve = load_standin()
+# The stand-in's guests: the sandbox container is its LXC 201, the fleet's copy its LXC 202
+# (its host step starts either when it finds it stopped).
+_lxc_guests = [{"vmid": 201, "name": "llm-lxc"}]
+if replica.exists():
+    _lxc_guests.append({"vmid": REPLICA_VMID, "name": "llm-lxc-2"})
 
 proxmox_hosts = [
     (
@@ -23,7 +29,7 @@ proxmox_hosts = [
             "ssh_known_hosts_file": "/dev/null",
             # The captured H200 host runs driver 580.159.04; the reference site pins 590.48.01.
             "nvidia_driver_version": "580.159.04",
-            "lxc_guests": [{"vmid": 201, "name": "llm-lxc"}],
+            "lxc_guests": _lxc_guests,
             "kvm_guests": [{"vmid": 301, "name": "llm-vm", "pci_addresses": []}],
             # Its packages (node exporter, Prometheus, vllm-router) come through the sandbox's
             # proxies, as the guest's do.

@@ -573,6 +573,13 @@ def run_with_action_at(argv: list[str], marker: str, action: Callable[[], None])
     return Run(proc.returncode, out, time.monotonic() - start)
 
 
+def standin_recorded() -> list[str]:
+    """The Proxmox commands the stand-in recorded and did not execute, oldest first."""
+    from llmhost.testbed import standin
+
+    return (standin.ssh(f"cat {standin.COMMAND_LOG} 2>/dev/null || true") or "").splitlines()
+
+
 def bench_pids(sandbox: SandboxState) -> str:
     """The PIDs of the gate's benchmark (`vllm bench serve` per level) on the guest, if any."""
     # [b]: the pattern does not match the shell that runs pgrep

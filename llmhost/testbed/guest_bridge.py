@@ -1,12 +1,13 @@
-"""The stand-in's `pct status/start` of guest 201, answered by the sandbox container itself.
+"""The stand-in's `pct status/start` of guests 201 and 202, answered by the sandbox's containers.
 
 Why: "a rebooted Proxmox host gets every guest back" can only be tested when the stand-in's
-`pct start 201` starts a real guest. The stand-in is a container beside the sandbox, not its
-parent, so it cannot start it. This loop runs on the machine (started by `standin up`, ended
-by `standin down`, by PID): every second it writes each mapped container's state ("running" or
-"stopped") into <vmid>.bridge under the stand-in's /var/lib/llmhost-standin/guests, and it
-starts the container when the stand-in's `pct start` leaves a <vmid>.start request there
-(llmhost/testbed/shims/proxmox-guest). Nothing else crosses.
+`pct start 201` (or 202, the fleet's second guest) starts a real guest. The stand-in is a
+container beside the sandbox, not its parent, so it cannot start it. This loop runs on the
+machine (started by `standin up`, ended by `standin down`, by PID): every second it writes
+each mapped container's state ("running" or "stopped") into <vmid>.bridge under the stand-in's
+/var/lib/llmhost-standin/guests, and it starts the container when the stand-in's `pct start`
+leaves a <vmid>.start request there (llmhost/testbed/shims/proxmox-guest). Nothing else
+crosses.
 
     python -m llmhost.testbed.guest_bridge <stand-in rootfs> <vmid>=<container> ...
 """

@@ -5,8 +5,9 @@ venv, the tiny model); copying the first guest's root filesystem while it serves
 a minute, and its venv, weights and model units come with it. The copy gets its own name,
 address, MAC and machine id; its model units are not enabled, so it serves only once the site
 run has converged it with its own data (inventory/sandbox.py adds it to the site while it
-exists, behind the same router). `make fleet-down` (and `make sandbox-down`) destroy it; the
-sandbox site is then one guest again.
+exists, behind the same router, and the stand-in lists it as its LXC guest 202, so that the
+host step starts it when it is down). `make fleet-down` (and `make sandbox-down`) destroy it;
+the sandbox site is then one guest again.
 
 Why each guest gets a core of its own (a cpuset: the first guest core 0, the copy core 1):
 with the group scheduling of per-container cgroups, a task of one container on a core where
@@ -26,6 +27,7 @@ import shutil
 import time
 from pathlib import Path
 
+from llmhost.testbed import standin
 from llmhost.testbed.sandbox import (
     BRIDGE,
     BRIDGE_IP,
@@ -138,11 +140,13 @@ def up() -> str:
         set_cpus(name, cpus)
     wait_booted(name=REPLICA_CONTAINER)
     wait_ssh(key, ip=REPLICA_IP)
+    standin.replica_guest(True)  # the stand-in's LXC 202: its host step starts it when down
     log(f"replica {REPLICA_CONTAINER} ready at {REPLICA_IP}")
     return REPLICA_IP
 
 
 def down() -> None:
+    standin.replica_guest(False)
     if container_exists(REPLICA_CONTAINER):
         _run(["lxc-stop", "-n", REPLICA_CONTAINER, "-k"], check=False)
         _run(["lxc-destroy", "-n", REPLICA_CONTAINER])

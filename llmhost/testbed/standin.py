@@ -10,8 +10,9 @@ The test bed makes the container look like that host from the inside (testbed/sh
 - `pct`, `qm`, `proxmox-boot-tool`, `update-grub`, `update-initramfs` are small shims in
   /usr/local/sbin that append their argv to COMMAND_LOG and change nothing (tests read it),
   except that `pct|qm set --onboot/--startup` edit the guest's config, and `pct status/start
-  201` read and start the sandbox container itself, through a loop on this machine (the
-  guest bridge, started by `up`, ended by `down`);
+  201` (and 202, the fleet's second guest, while it exists) read and start the sandbox
+  containers themselves, through a loop on this machine (the guest bridge, started by `up`,
+  ended by `down`);
 - `nvidia-smi` answers from the captures; `nvidia-persistenced` forks an idle process;
 - at boot, llmhost-standin-hw.service binds the captured /proc/devices and /proc/cmdline
   over the container's own and creates /dev/nvidia* character devices with the captured
@@ -38,9 +39,11 @@ CAPTURES = sandbox.REPO_ROOT / "tests" / "fixtures" / "h200"
 SHIMS = Path(__file__).resolve().parent / "shims"
 RECORDED_COMMANDS = ("pct", "qm", "proxmox-boot-tool", "update-grub", "update-initramfs")
 GUEST_TOOLS = ("pct", "qm")  # the proxmox-guest shim: records, and keeps guests' boot state
-# The stand-in's LXC guest 201 is the sandbox container: its `pct status/start` reach it
-# through the guest bridge (llmhost/testbed/guest_bridge.py), a loop on this machine.
-BRIDGED_GUESTS = {201: sandbox.CONTAINER}
+# The stand-in's LXC guest 201 is the sandbox container, and 202 the fleet's second serving
+# guest while it exists (make fleet-up): their `pct status/start` reach them through the guest
+# bridge (llmhost/testbed/guest_bridge.py), a loop on this machine.
+REPLICA_VMID = 202
+BRIDGED_GUESTS = {201: sandbox.CONTAINER, REPLICA_VMID: sandbox.REPLICA_CONTAINER}
 BRIDGE_DAEMON = "guest-bridge"
 GUESTS_DIR = "/var/lib/llmhost-standin/guests"
 # Read by the shims and the hardware unit (besides proc/devices and proc/cmdline), from
@@ -69,6 +72,20 @@ hostname: llm-lxc
 memory: 131072
 rootfs: local-zfs:subvol-201-disk-0,size=800G
 snaptime: 1780000000
+"""
+# The fleet's second guest as the stand-in lists it (replica.py puts it there and takes it
+# away): a copy of 201, as the sandbox's replica is a copy of its guest.
+LXC_202 = """\
+arch: amd64
+cores: 32
+features: nesting=1
+hostname: llm-lxc-2
+memory: 262144
+net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7A:03,ip=dhcp,type=veth
+ostype: debian
+rootfs: local-zfs:subvol-202-disk-0,size=800G
+swap: 0
+unprivileged: 0
 """
 QEMU_301 = """\
 bios: ovmf
@@ -141,6 +158,7 @@ def reset() -> None:
         f"rm -rf /etc/pve {FACT_ROOT} {COMMAND_LOG} {MANAGED} {GUESTS_DIR}/*.state",
         *install_shims(),
         put("/etc/pve/lxc/201.conf", LXC_201),
+        replica_guest_step(sandbox.container_exists(sandbox.REPLICA_CONTAINER)),
         put("/etc/pve/qemu-server/301.conf", QEMU_301),
         put("/etc/kernel/cmdline", CMDLINE),
         put("/etc/kernel/proxmox-boot-uuids", "5A1B-2C3D\n"),
@@ -160,6 +178,20 @@ def reset() -> None:
     ]
     ssh(" && ".join(script))
     sandbox.log(f"stand-in {NAME}: Proxmox host files reset")
+
+
+def replica_guest_step(present: bool) -> str:
+    """The shell step that lists the fleet's second guest on the stand-in, or unlists it."""
+    path = f"/etc/pve/lxc/{REPLICA_VMID}.conf"
+    return put(path, LXC_202) if present else f"rm -f {path}"
+
+
+def replica_guest(present: bool) -> None:
+    """List the fleet's second guest as the stand-in's LXC 202 (replica.up), or unlist it
+    (replica.down): its `pct start` then starts the replica container through the bridge.
+    Nothing to do where no stand-in runs (it gets the file when `up` resets it)."""
+    if sandbox.container_running(NAME):
+        ssh(replica_guest_step(present), check=present)
 
 
 def gpu_state_steps(state: str) -> list[str]:

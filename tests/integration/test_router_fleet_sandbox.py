@@ -7,14 +7,15 @@ guest again.
 
 The drills: a replica whose new unit is started with a bad flag (a drop-in the test adds on
 that replica only: vLLM refuses the flag, so its readiness proof fails) is rolled back and
-stops the roll; Ctrl-C
-during a replica's switch says which replica is out and a rerun finishes; a replica killed
-under traffic leaves routing within the router's health window and rejoins when systemd has
-it serving again; and one site run over the whole fleet in which the gate fails on one replica
-fails that host only, while the other proves itself and both keep serving. The rolls prove
-readiness and correctness (verify=basic): the gate is tested on one box (test_gate_sandbox.py)
-and would only add minutes to each. The tests run in order, each from where the one before
-left the fleet (a state of their own would cost a model load each).
+stops the roll; Ctrl-C during a replica's switch says which replica is out and a rerun
+finishes; a replica killed under traffic leaves routing within the router's health window and
+rejoins when systemd has it serving again; its container stopped hard is started again by one
+`llmhost site` (the stand-in's `pct start 202`) and serves; and one site run over the whole
+fleet in which the gate fails on one replica fails that host only, while the other proves
+itself and both keep serving. The rolls prove readiness and correctness (verify=basic): the
+gate is tested on one box (test_gate_sandbox.py) and would only add minutes to each. The tests
+run in order, each from where the one before left the fleet (a state of their own would cost a
+model load each).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from llmhost.config.guest import GuestConfig
 from llmhost.proofs.readiness import probe_once
 from llmhost.switch.plan import ServingRecord
 from llmhost.testbed import replica, standin
-from llmhost.testbed.sandbox import REPLICA_IP, SandboxState, ssh_command
+from llmhost.testbed.sandbox import REPLICA_CONTAINER, REPLICA_IP, SandboxState, ssh_command
 from llmhost.vllm_metrics import summed
 from tests.helpers import (
     PY,
@@ -44,9 +45,11 @@ from tests.helpers import (
     SITE,
     RouterTraffic,
     api_headers,
+    changed_ops,
     llmhost_site,
     pyinfra,
     results_rows,
+    standin_recorded,
 )
 
 ROUTER = f"http://{standin.IP}:8080"
@@ -251,6 +254,52 @@ def router_view(url: str) -> str:
 def replica_successes(url: str) -> float:
     text = requests.get(f"{url}/metrics", timeout=10).text
     return sum(summed(text, ("vllm:request_success_total",)).values())
+
+
+def test_a_stopped_replica_guest_is_started_by_its_host_step_and_serves_again(
+    fleet: list[str],
+) -> None:
+    """A Proxmox host that rebooted gets every guest back, the fleet's second one too: its
+    container stopped hard (the stand-in does not start guests at boot as Proxmox does for
+    `onboot: 1`), one `llmhost site` starts it through the stand-in's `pct start 202` before
+    the site run connects to it, and it serves again and takes requests through the router."""
+    first, second = fleet
+    vmid = standin.REPLICA_VMID
+    conf = standin.ssh(f"cat /etc/pve/lxc/{vmid}.conf") or ""
+    assert "onboot: 1" in conf and "startup: order=2" in conf, conf
+    subprocess.run(["lxc-stop", "-n", REPLICA_CONTAINER, "-k"], check=True, timeout=120)
+    url = f"http://{second}:8000"
+    assert replica_successes_or_none(url) is None, "it still answers with its container stopped"
+    mark = len(standin_recorded())
+    run = llmhost_site(*BASIC)
+    assert run.rc == 0, run.tail()
+    assert f"pct start {vmid}" in standin_recorded()[mark:]
+    hosts_run, marker, site_run = run.output.partition("--> the site")
+    assert marker, run.tail()
+    assert any(op.endswith(f"| LXC guest {vmid} running") for op in changed_ops(hosts_run))
+    assert f"READY {A} at {url}" in site_run, run.tail()
+    assert f"READY {A} at http://{first}:8000" in site_run, run.tail()
+    # Back in the rotation: the router sends it requests again (at its health checks' pace),
+    # counted from after the site run's own proofs, which it answered directly.
+    served_after_run = replica_successes(url)
+    with RouterTraffic(ROUTER, ALIAS, streams=False) as client:
+        back = time.monotonic()
+        while replica_successes(url) <= served_after_run:
+            assert time.monotonic() - back < REJOIN_S, (
+                f"the router sent it no request in {REJOIN_S} s after it served again: "
+                + router_view(url)
+            )
+            time.sleep(2)
+    assert client.tally.failed == [], client.tally
+    assert len(listed()) == 2
+
+
+def replica_successes_or_none(url: str) -> float | None:
+    """Its completed requests since its server started; None when it does not answer."""
+    try:
+        return replica_successes(url)
+    except requests.RequestException:
+        return None
 
 
 def test_a_proof_failing_on_one_replica_fails_that_host_and_the_other_finishes_serving(

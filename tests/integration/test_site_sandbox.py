@@ -25,16 +25,13 @@ from tests.helpers import (
     interrupt_when,
     llmhost_site,
     pyinfra,
+    standin_recorded,
 )
 
 HOST = ("inventory/sandbox.py", "deploys/host.py")
 SERVE = ("inventory/sandbox.py", "deploys/serve.py")
 UNIT = "llmhost-tiny-llama.service"
 ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"
-
-
-def standin_recorded() -> list[str]:
-    return (standin.ssh(f"cat {standin.COMMAND_LOG} 2>/dev/null || true") or "").splitlines()
 
 
 def test_each_deploy_leaves_the_hosts_of_other_roles_alone(site: GuestConfig) -> None:
