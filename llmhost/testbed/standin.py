@@ -54,39 +54,25 @@ REPORT_FILES = ("gpu-inventory.csv", "compute-apps.csv", "topo-m.txt")
 # The GPU metrics timer's two queries, idle and with an orphan holding 8 GiB (H200 captures).
 MONITORING_CAPTURES = CAPTURES.parent / "h200-monitoring"
 
-LXC_201 = """\
-arch: amd64
-cores: 32
-features: nesting=1
-hostname: llm-lxc
-memory: 262144
-net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7A:01,ip=dhcp,type=veth
-ostype: debian
-rootfs: local-zfs:subvol-201-disk-0,size=800G
-swap: 0
-unprivileged: 0
 
-[pre-upgrade]
-arch: amd64
-hostname: llm-lxc
-memory: 131072
-rootfs: local-zfs:subvol-201-disk-0,size=800G
-snaptime: 1780000000
-"""
+def lxc_conf(vmid: int, hostname: str, mac: str) -> str:
+    """A Proxmox LXC guest's config as a freshly installed host has it (no llmhost keys)."""
+    return (
+        "arch: amd64\ncores: 32\nfeatures: nesting=1\n"
+        f"hostname: {hostname}\nmemory: 262144\n"
+        f"net0: name=eth0,bridge=vmbr0,hwaddr={mac},ip=dhcp,type=veth\n"
+        f"ostype: debian\nrootfs: local-zfs:subvol-{vmid}-disk-0,size=800G\n"
+        "swap: 0\nunprivileged: 0\n"
+    )
+
+
+LXC_201 = lxc_conf(201, "llm-lxc", "BC:24:11:5E:7A:01") + (
+    "\n[pre-upgrade]\narch: amd64\nhostname: llm-lxc\nmemory: 131072\n"
+    "rootfs: local-zfs:subvol-201-disk-0,size=800G\nsnaptime: 1780000000\n"
+)
 # The fleet's second guest as the stand-in lists it (replica.py puts it there and takes it
 # away): a copy of 201, as the sandbox's replica is a copy of its guest.
-LXC_202 = """\
-arch: amd64
-cores: 32
-features: nesting=1
-hostname: llm-lxc-2
-memory: 262144
-net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:5E:7A:03,ip=dhcp,type=veth
-ostype: debian
-rootfs: local-zfs:subvol-202-disk-0,size=800G
-swap: 0
-unprivileged: 0
-"""
+LXC_202 = lxc_conf(202, "llm-lxc-2", "BC:24:11:5E:7A:03")
 QEMU_301 = """\
 bios: ovmf
 boot: order=scsi0
