@@ -13,10 +13,11 @@ from llmhost.testbed.standin import load as load_standin
 
 _guest = load_state()
 _pve = load_standin()
+_fleet = replica.exists()  # the second serving guest (make fleet-up)
 # The stand-in's guests: the sandbox container is its LXC 201, the fleet's copy its LXC 202
 # (its host step starts either when it finds it stopped).
 _lxc_guests = [{"vmid": 201, "name": "llm-lxc"}]
-if replica.exists():
+if _fleet:
     _lxc_guests.append({"vmid": REPLICA_VMID, "name": "llm-lxc-2"})
 
 proxmox_hosts = [
@@ -75,7 +76,7 @@ _serving = {
 }
 
 sandbox = [(_guest.ip, _serving)]
-if replica.exists():
+if _fleet:
     # A core per guest (llmhost/testbed/replica.py says why): the first's engine on core 0,
     # the second's on core 1, each front end beside its own engine.
     sandbox = [

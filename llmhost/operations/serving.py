@@ -20,7 +20,7 @@ from llmhost.facts.files import JournalTail, UnitState
 from llmhost.interrupt import interruptible
 from llmhost.operations.log import say
 from llmhost.operations.step import engine_step
-from llmhost.proofs.readiness import Readiness, crash_reason
+from llmhost.proofs.readiness import Readiness, crash_reason, restart_count
 
 if TYPE_CHECKING:
     from llmhost.switch.guard import SwitchGuard
@@ -96,7 +96,7 @@ def wait_until_ready(
     def state() -> dict[str, str]:
         return host.get_fact(UnitState, unit=unit)
 
-    restarts_before = int(state().get("NRestarts", "0") or 0)
+    restarts_before = restart_count(state())
 
     def crash_check() -> str | None:
         return crash_reason(unit, state(), restarts_before)

@@ -168,6 +168,11 @@ USAGE_ERROR_STATUS = "2"
 CRASH_RESTARTS = 2
 
 
+def restart_count(state: Mapping[str, str]) -> int:
+    """NRestarts of a unit's `systemctl show` (0 where systemd gives none)."""
+    return int(state.get("NRestarts", "0") or 0)
+
+
 def crash_reason(unit: str, state: Mapping[str, str], restarts_before: int) -> str | None:
     """Why waiting for a loading unit is pointless now, from its `systemctl show` (ActiveState,
     SubState, NRestarts, ExecMainStatus), or None: a usage error at its first exit (waiting
@@ -179,7 +184,7 @@ def crash_reason(unit: str, state: Mapping[str, str], restarts_before: int) -> s
             f"{unit} exited with status {USAGE_ERROR_STATUS} while loading: a usage error "
             "(a flag or a value vLLM refuses, in its journal below); a restart would repeat it"
         )
-    restarts = int(state.get("NRestarts", "0") or 0) - restarts_before
+    restarts = restart_count(state) - restarts_before
     if restarts >= CRASH_RESTARTS:
         return f"{unit} crashed and was restarted {restarts} times while loading"
     return None

@@ -235,14 +235,20 @@ def test_a_killed_replica_leaves_routing_and_rejoins_once_systemd_has_it_serving
         # It rejoins at the router's pace: health checks that pass again and, when requests
         # routed to it before its health window closed opened its circuit breaker, the
         # breaker's open interval. A fixed 14 s read "never" once (2026-12-03).
-        served_before, back = replica_successes(url), time.monotonic()
-        while replica_successes(url) <= served_before:
-            assert time.monotonic() - back < REJOIN_S, (
-                f"the router sent it no request in {REJOIN_S} s after it served again: "
-                + router_view(url)
-            )
-            time.sleep(2)
+        wait_until_routed_to(url)
     assert client.tally.failed_after(killed + HEALTH_WINDOW_S) == [], client.tally
+
+
+def wait_until_routed_to(url: str) -> None:
+    """Until the router sends the replica a request (its completed requests grow), counted
+    from now: within REJOIN_S, with a client sending through the router meanwhile."""
+    served_before, back = replica_successes(url), time.monotonic()
+    while replica_successes(url) <= served_before:
+        assert time.monotonic() - back < REJOIN_S, (
+            f"the router sent it no request in {REJOIN_S} s after it served again: "
+            + router_view(url)
+        )
+        time.sleep(2)
 
 
 def router_view(url: str) -> str:
@@ -281,15 +287,8 @@ def test_a_stopped_replica_guest_is_started_by_its_host_step_and_serves_again(
     assert f"READY {A} at http://{first}:8000" in site_run, run.tail()
     # Back in the rotation: the router sends it requests again (at its health checks' pace),
     # counted from after the site run's own proofs, which it answered directly.
-    served_after_run = replica_successes(url)
     with RouterTraffic(ROUTER, ALIAS, streams=False) as client:
-        back = time.monotonic()
-        while replica_successes(url) <= served_after_run:
-            assert time.monotonic() - back < REJOIN_S, (
-                f"the router sent it no request in {REJOIN_S} s after it served again: "
-                + router_view(url)
-            )
-            time.sleep(2)
+        wait_until_routed_to(url)
     assert client.tally.failed == [], client.tally
     assert len(listed()) == 2
 

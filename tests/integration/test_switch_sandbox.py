@@ -19,7 +19,7 @@ import time
 import pytest
 
 from llmhost.config.guest import GuestConfig
-from llmhost.proofs.readiness import probe_once
+from llmhost.proofs.readiness import probe_once, wait_ready
 from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import (
     BASIC,
@@ -181,11 +181,9 @@ def test_ctrl_c_during_the_draft_ab_ends_its_benchmark_and_gives_the_draft_unit_
     while bench_pids(sandbox) and time.monotonic() < gone:
         time.sleep(0.2)
     assert not bench_pids(sandbox), "the A/B's sweep still runs on the guest after Ctrl-C"
-    back = probe_once(f"http://{sandbox.ip}:{served.port}", "tiny-llama", headers=api_headers())
-    deadline = time.monotonic() + 240  # the draft's unit loads again (about a minute)
-    while not back.ready and time.monotonic() < deadline:
-        time.sleep(2)
-        back = probe_once(f"http://{sandbox.ip}:{served.port}", "tiny-llama", headers=api_headers())
+    url = f"http://{sandbox.ip}:{served.port}"
+    # The draft's unit loads again (about a minute).
+    back = wait_ready(url, "tiny-llama", 240, log=lambda _: None, headers=api_headers())
     assert back.ready, back.detail
     assert unit_state(sandbox, B) == ("active", "enabled")
     assert guest_sh(sandbox, f"systemctl is-active {twin}", check=False) == "inactive"
