@@ -46,7 +46,9 @@ proxmox_hosts = [
             "monitoring": {
                 "listen_address": _pve["ip"],
                 "scrape_interval_s": 5,
-                "evaluation_interval_s": 5,
+                # Alerts fire only at an evaluation: each second, so that a drill's alert
+                # fires within its `for:` plus one scrape and at most one second.
+                "evaluation_interval_s": 1,
                 "retention_time": "2d",
                 "retention_size": "1GB",
                 "alerts": {"replica_down_for_s": 15, "gpu_held_for_s": 10},

@@ -27,7 +27,7 @@ ALERTMANAGER_DEFAULTS = "/etc/default/prometheus-alertmanager"
 NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 GPU_TEXTFILE = f"{TEXTFILE_DIR}/llmhost_gpu.prom"
-GATE_TEXTFILE = f"{TEXTFILE_DIR}/llmhost_gate.prom"
+GATE_TEXTFILE_PATTERN = "llmhost_gate*.prom"  # one file a gated model (and the old single one)
 GPU_METRICS_UNIT = "prometheus-llmhost-gpu"  # beside Debian's prometheus-node-exporter-*.timer
 PROMETHEUS_PACKAGES = ["prometheus", "prometheus-alertmanager"]
 NODE_EXPORTER_PACKAGE = "prometheus-node-exporter"
@@ -178,19 +178,33 @@ def gpu_metrics_units(script: str, interval_s: int, attribute: str) -> tuple[str
     return service, timer
 
 
-def gate_textfile_command(model: str, when: int, max_age_s: int) -> str:
-    """Shell that exports a passing gate to node exporter where it runs (its textfile dir
-    exists): the GateStale alert compares the two figures."""
-    text = (
-        "# HELP llmhost_gate_last_pass_timestamp_seconds the last passing throughput gate\n"
+def gate_textfile(model: str) -> str:
+    """Where a guest exports one model's gate record to node exporter's textfile."""
+    return f"{TEXTFILE_DIR}/llmhost_gate_{model}.prom"
+
+
+def gate_text(model: str, when: int, max_age_s: int) -> str:
+    """A model's last passing gate (epoch seconds; 0: never passed) and its verify.max_age_s:
+    the GateStale alert compares the two figures, so a model never gated fires it too."""
+    return (
+        "# HELP llmhost_gate_last_pass_timestamp_seconds the last passing throughput gate "
+        "(0: none)\n"
         "# TYPE llmhost_gate_last_pass_timestamp_seconds gauge\n"
         f'llmhost_gate_last_pass_timestamp_seconds{{model="{model}"}} {when}\n'
         "# HELP llmhost_gate_max_age_seconds verify.max_age_s: a gate older than this is stale\n"
         "# TYPE llmhost_gate_max_age_seconds gauge\n"
         f'llmhost_gate_max_age_seconds{{model="{model}"}} {max_age_s}\n'
     )
-    tmp = f"{GATE_TEXTFILE}.tmp"
+
+
+def gate_textfile_command(model: str, when: int, max_age_s: int) -> str:
+    """Shell that writes gate_text atomically where node exporter runs (its textfile
+    directory exists); nothing elsewhere."""
+    q = shlex.quote
+    path = gate_textfile(model)
+    tmp = f"{path}.tmp"
+    text = gate_text(model, when, max_age_s)
     return (
-        f"if [ -d {TEXTFILE_DIR} ]; then printf '%s' {shlex.quote(text)} > {tmp} && "
-        f"chmod 644 {tmp} && mv {tmp} {GATE_TEXTFILE}; fi"
+        f"if [ -d {TEXTFILE_DIR} ]; then printf '%s' {q(text)} > {q(tmp)} && "
+        f"chmod 644 {q(tmp)} && mv {q(tmp)} {q(path)}; fi"
     )

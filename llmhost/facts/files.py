@@ -26,6 +26,22 @@ class FileText(FactBase[str | None]):
         return "\n".join(lines[1:])
 
 
+class MatchingFiles(FactBase[list[str]]):
+    """The files a shell glob matches, sorted; [] when none does."""
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+    def command(self, directory: str, pattern: str) -> str:
+        # The glob is expanded by the shell: quote the directory only.
+        q = shlex.quote(directory)
+        return f'for p in {q}/{pattern}; do [ -f "$p" ] && echo "$p"; done; true'
+
+    def process(self, output: Iterable[str]) -> list[str]:
+        return sorted(line for line in output if line)
+
+
 class JournalTail(FactBase[list[str]]):
     """The unit's last journal lines, printed when it fails to become ready."""
 

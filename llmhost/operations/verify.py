@@ -13,16 +13,26 @@ it and, during a switch, rolls it back first.
 from __future__ import annotations
 
 import functools
+import hashlib
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyinfra import host
 from pyinfra.api import operation
 
 from llmhost.bench import cadence as load_cadence
 from llmhost.bench.cadence import LoadProofs
-from llmhost.monitoring import gate_textfile_command
+from llmhost.facts.files import MatchingFiles, PathStates
+from llmhost.monitoring import (
+    GATE_TEXTFILE_PATTERN,
+    TEXTFILE_DIR,
+    gate_text,
+    gate_textfile,
+    gate_textfile_command,
+)
 from llmhost.operations.log import say
 from llmhost.operations.serving import touched
 from llmhost.operations.step import engine_step
@@ -41,6 +51,7 @@ __all__ = [
     "DraftAB",
     "correct",
     "correct_due",
+    "gate_exports",
     "load_proofs",
 ]
 
@@ -155,3 +166,33 @@ def load_proofs(
 
     prove.__name__ = f"load_proofs_of_{run.model}"
     yield engine_step(prove, guard)
+
+
+@operation()
+def gate_exports(records: dict[str, tuple[int, int]]):
+    """
+    node exporter's textfile holds, for each gated model of this guest, the time of its last
+    passing gate (0: none yet) and its verify.max_age_s, read from the guest's records; the
+    files of models it no longer serves are removed. Without this, a model never gated would
+    export nothing and its GateStale alert could never fire. Runs before the load proofs,
+    whose pass then writes the same file with the new time (so the next run has nothing to do).
+
+    + records: model -> (last pass in epoch seconds or 0, verify.max_age_s)
+    """
+    wanted = {gate_textfile(m): (m, when, age) for m, (when, age) in records.items()}
+    present = host.get_fact(MatchingFiles, directory=TEXTFILE_DIR, pattern=GATE_TEXTFILE_PATTERN)
+    states = host.get_fact(PathStates, paths=tuple(wanted))
+    stale = [path for path in present if path not in wanted]
+    due = [
+        (m, when, age)
+        for path, (m, when, age) in wanted.items()
+        if (states.get(path) or {}).get("sha256")
+        != hashlib.sha256(gate_text(m, when, age).encode()).hexdigest()
+    ]
+    if not stale and not due:
+        host.noop("node exporter's gate records are up to date")
+        return
+    if stale:
+        yield "rm -f " + " ".join(shlex.quote(path) for path in stale)
+    for model, when, age in due:
+        yield gate_textfile_command(model, when, age)

@@ -12,7 +12,7 @@ pydantic SecretStr, and becomes a header value only inside them, so no pyinfra o
 
 from __future__ import annotations
 
-from pyinfra import host
+from pyinfra import host, inventory
 from pyinfra.api import deploy
 
 from llmhost.bench.cadence import parse_last_pass
@@ -20,6 +20,7 @@ from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
 from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText
+from llmhost.groups import site_is_monitored
 from llmhost.naming import ab_unit_name, proof_record, refcheck_cache, unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.serving import ready, ready_due
@@ -32,6 +33,7 @@ from llmhost.operations.verify import (
     DraftAB,
     correct,
     correct_due,
+    gate_exports,
     load_proofs,
 )
 from llmhost.render import bench_levels_path, refcheck_path, unit_paths
@@ -54,6 +56,8 @@ def hooks(
     """`switch`: the served model's proofs roll back to the previous model when they fail."""
     restarts = restarts or {}
     api_key = secrets.api_key
+    if site_is_monitored(inventory):
+        export_gate_records(cfg)
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
         endpoint = Endpoint(
@@ -87,6 +91,23 @@ def hooks(
                 log=say,
             )
             prove_throughput(cfg, run, restarts.get(model), guard, proven)
+
+
+def export_gate_records(cfg: GuestConfig) -> None:
+    """Each gated model's last pass (0: none) for node exporter, before its load proofs."""
+    if not cfg.verify.throughput_gate:
+        return
+    records = {
+        model: (int(last_pass_of(cfg, model) or 0), cfg.verify.max_age_s)
+        for model, _ in cfg.units_and_ports()
+        if cfg.bench_for(model)
+    }
+    gate_exports(name="node exporter: the last passing gate of each model", records=records)
+
+
+def last_pass_of(cfg: GuestConfig, model: str) -> float | None:
+    """The guest's record of the model's last passing gate (read once: facts are cached)."""
+    return parse_last_pass(host.get_fact(FileText, path=state_record(cfg, model, "last-gate")))
 
 
 def prove_serving(
@@ -163,7 +184,7 @@ def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
 def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
     """The gate's cadence inputs; the plan is printed now, so --dry shows it too."""
     record = state_record(cfg, model, "last-gate")
-    last_pass = parse_last_pass(host.get_fact(FileText, path=record))
+    last_pass = last_pass_of(cfg, model)
     cadence = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record, ops)
     idle = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record).decide()
     verdict = ("run: " if idle.run else "skipped: ") + idle.why

@@ -4,6 +4,7 @@ own nvidia-smi answers, idle and with an orphan holding 8 GiB."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -19,6 +20,8 @@ from llmhost.monitoring import (
     SiteHost,
     defaults_file,
     exporter_listen,
+    gate_text,
+    gate_textfile,
     gate_textfile_command,
     prometheus_args,
     render_alertmanager_config,
@@ -224,3 +227,59 @@ def test_a_passing_gate_is_exported_only_where_node_exporter_runs() -> None:
     command = gate_textfile_command("tiny-llama", 1796182380, 604800)
     assert command.startswith("if [ -d /var/lib/prometheus/node-exporter ]; then")
     assert 'llmhost_gate_last_pass_timestamp_seconds{model="tiny-llama"} 1796182380' in command
+    assert "/var/lib/prometheus/node-exporter/llmhost_gate_tiny-llama.prom" in command
+
+
+class GuestFacts:
+    """A guest as gate_exports reads it: the gate files present, their sha256."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.noops: list[str] = []
+
+    def get_fact(self, fact: type, **kwargs: object) -> object:
+        from llmhost.facts.files import MatchingFiles
+
+        if fact is MatchingFiles:
+            return sorted(self.files)
+        paths = kwargs["paths"]
+        assert isinstance(paths, tuple)
+        return {
+            p: {"sha256": hashlib.sha256(self.files[p].encode()).hexdigest()}
+            for p in paths
+            if p in self.files
+        }
+
+    def noop(self, message: str) -> None:
+        self.noops.append(message)
+
+
+def gate_export_commands(guest: GuestFacts, records: dict[str, tuple[int, int]]) -> list[str]:
+    from pyinfra.context import ctx_host
+
+    from llmhost.operations.verify import gate_exports
+
+    with ctx_host.use(guest):
+        return [str(c) for c in gate_exports._inner(records)]  # type: ignore[attr-defined]
+
+
+def test_a_model_never_gated_exports_zero_and_models_no_longer_served_are_dropped() -> None:
+    """GateStale (time() - last pass > max age) fires for 0: a model that was never gated
+    is as stale as one gated long ago. The old single file and a switched-away model's file
+    go, so no alert names a model the guest no longer serves."""
+    legacy = "/var/lib/prometheus/node-exporter/llmhost_gate.prom"
+    gone = gate_textfile("old-model")
+    guest = GuestFacts({legacy: "x", gone: "y"})
+    commands = gate_export_commands(guest, {"tiny-llama": (0, 600)})
+    assert commands[0] == f"rm -f {legacy} {gone}"
+    assert 'llmhost_gate_last_pass_timestamp_seconds{model="tiny-llama"} 0' in commands[1]
+    assert gate_textfile("tiny-llama") in commands[1] and len(commands) == 2
+
+
+def test_gate_records_already_exported_change_nothing() -> None:
+    here = {gate_textfile("tiny-llama"): gate_text("tiny-llama", 1796182380, 600)}
+    guest = GuestFacts(here)
+    assert gate_export_commands(guest, {"tiny-llama": (1796182380, 600)}) == []
+    assert guest.noops == ["node exporter's gate records are up to date"]
+    # A newer pass recorded on the guest than exported: exported again.
+    assert len(gate_export_commands(GuestFacts(here), {"tiny-llama": (1796182999, 600)})) == 1
