@@ -207,7 +207,8 @@ class VerifySettings(Strict):
 
 
 # vLLM's --shutdown-timeout (a drain on SIGTERM) came with 0.18.0; older servers abort the
-# requests in flight when stopped, and refuse the flag.
+# requests in flight when stopped, and refuse the flag: their units drain by waiting for
+# them in ExecStop= (llmhost/guest/drain_wait.py) before systemd's SIGTERM.
 DRAIN_SINCE = (0, 18)
 DEFAULT_DRAIN_S = 60
 
@@ -306,11 +307,11 @@ class GuestBase(Strict):
     # A model whose switch failed its proofs is not tried again by a converge until asked.
     retry_failed_switch: bool = False
     cleanup_force: bool = False  # deploys/cleanup.py: also kill holders outside the scope
-    # The drain: on a stop, a restart or a switch, vLLM refuses new requests and lets those
-    # already running finish for at most this many seconds (`--shutdown-timeout`, vLLM
-    # 0.18.0 and later; 0 aborts them at once, vLLM's default). None: DEFAULT_DRAIN_S where
-    # the pinned vLLM has the flag, else 0. The unit's TimeoutStopSec is this plus a margin.
-    drain_s: int | None = Field(default=None, ge=0, le=3600)
+    # The drain: on a stop, a restart or a switch, the requests already running finish for
+    # at most this many seconds (0 aborts them at once, vLLM's default). vLLM 0.18.0 and
+    # later: `--shutdown-timeout`, which also refuses new requests; older: the unit's
+    # ExecStop= waits for them before SIGTERM. The unit's TimeoutStopSec is this plus a margin.
+    drain_s: int = Field(default=DEFAULT_DRAIN_S, ge=0, le=3600)
     verify: VerifySettings = VerifySettings()
     # Each kind declares these (CpuGuest, CudaGuest); here for the shared methods' types.
     accelerator: Literal["cuda", "cpu"]
@@ -399,11 +400,6 @@ class GuestBase(Strict):
                     f"this host has {self.accelerator!r}"
                 )
             self._fits(field, name, profile)
-        if self.drain_s and not vllm_drains(self.vllm.version):
-            raise ValueError(
-                f"drain_s: vLLM {self.vllm.version} has no --shutdown-timeout (it came with "
-                f"{'.'.join(map(str, DRAIN_SINCE))}): set drain_s = 0, or pin a newer vLLM"
-            )
         ports: dict[int, str] = {}
         for unit, port in self.units_and_ports():
             if port in ports:
@@ -455,10 +451,13 @@ class GuestBase(Strict):
 
     @property
     def drain_timeout_s(self) -> int:
-        """The drain the unit gets: drain_s, or its default where the pinned vLLM drains."""
-        if self.drain_s is not None:
-            return self.drain_s
-        return DEFAULT_DRAIN_S if vllm_drains(self.vllm.version) else 0
+        """How long a stop lets the requests in flight finish, at most."""
+        return self.drain_s
+
+    @property
+    def drain_by_flag(self) -> bool:
+        """vLLM drains itself (--shutdown-timeout); else the unit's ExecStop= waits."""
+        return vllm_drains(self.vllm.version)
 
     @property
     def venv_name(self) -> str:

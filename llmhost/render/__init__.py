@@ -133,7 +133,7 @@ def vllm_command(cfg: GuestConfig, model: str, port: int, without_draft: bool = 
     spec = None if without_draft else speculative_json(cfg, profile)
     if spec:
         argv += ["--speculative-config", spec]
-    if cfg.drain_timeout_s:
+    if cfg.drain_timeout_s and cfg.drain_by_flag:
         argv += ["--shutdown-timeout", str(cfg.drain_timeout_s)]
     argv += list(profile.extra_args)
     return argv
@@ -191,6 +191,22 @@ def bench_levels_path(cfg: GuestConfig) -> str:
     return f"{cfg.root_dir}/bin/bench_levels.py"
 
 
+def drain_wait_path(cfg: GuestConfig) -> str:
+    return f"{cfg.root_dir}/bin/drain_wait.py"
+
+
+def drain_wait_command(cfg: GuestConfig, port: int) -> list[str] | None:
+    """The unit's ExecStop= where vLLM cannot drain itself (before 0.18): wait for the
+    requests in flight (llmhost/guest/drain_wait.py); None where it can, or drain_s is 0."""
+    if not cfg.drain_timeout_s or cfg.drain_by_flag:
+        return None
+    address = "127.0.0.1" if cfg.bind_address in ("0.0.0.0", "::") else cfg.bind_address
+    host = f"[{address}]" if ":" in address else address
+    url = f"http://{host}:{port}/metrics"
+    timeout = str(cfg.drain_timeout_s)
+    return ["/usr/bin/python3", drain_wait_path(cfg), "--url", url, "--timeout", timeout]
+
+
 def gpu_free_command(cfg: GuestConfig, force: bool = False) -> list[str]:
     """The one cleanup code path (llmhost/guest/gpu_free.py) as the guest runs it."""
     argv = ["/usr/bin/python3", gpu_free_path(cfg), "--user", cfg.service_user]
@@ -223,6 +239,7 @@ def render_unit(cfg: GuestConfig, model: str, port: int, without_draft: bool = F
         exec_start=exec_lines(vllm_command(cfg, model, port, without_draft)),
         state_dir=f"{cfg.root_dir}/state",
         gpu_free=" ".join(gpu_free_command(cfg)),
+        drain_wait=" ".join(drain_wait_command(cfg, port) or []),
         stop_timeout_s=cfg.drain_timeout_s + STOP_MARGIN_S,
     )
 

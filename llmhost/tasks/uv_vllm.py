@@ -12,9 +12,17 @@ from llmhost.guest import script
 from llmhost.locks import Lock, load_lock
 from llmhost.operations.files import atomic_file
 from llmhost.operations.venv import uv_tool, uv_venv
-from llmhost.render import bench_levels_path, gpu_free_path, refcheck_path, render_entry_shim
+from llmhost.render import (
+    bench_levels_path,
+    drain_wait_command,
+    drain_wait_path,
+    gpu_free_path,
+    refcheck_path,
+    render_entry_shim,
+)
 
 GPU_FREE = script("gpu_free.py")
+DRAIN_WAIT = script("drain_wait.py")
 REFCHECK = script("refcheck.py")
 BENCH_LEVELS = script("bench_levels.py")
 
@@ -89,6 +97,12 @@ def uv_vllm(cfg: GuestConfig) -> tuple[OperationMeta, OperationMeta]:
         mode="755",
     )
     install_gpu_free(cfg)
+    if drain_wait_command(cfg, cfg.port):  # vLLM before 0.18: the units' ExecStop= drain
+        atomic_file(
+            name="drain wait (ExecStop= of a vLLM without --shutdown-timeout)",
+            content=DRAIN_WAIT.read_text(),
+            dest=drain_wait_path(cfg),
+        )
     atomic_file(
         name="transformers reference check (correctness probe)",
         content=REFCHECK.read_text(),

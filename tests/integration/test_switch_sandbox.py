@@ -12,14 +12,19 @@ other test starts from the default model (nothing runs when it already serves).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import shlex
 import time
 
 import pytest
+import requests
 
 from llmhost.config.guest import GuestConfig
+from llmhost.guest import script as script_source
 from llmhost.proofs.readiness import probe_once, wait_ready
+from llmhost.render import drain_wait_path, render_unit
 from llmhost.testbed.sandbox import SandboxState
 from tests.helpers import (
     BASIC,
@@ -47,6 +52,21 @@ ALIAS = "llmhost-chat"
 B_DATA += ("--data", f'served_aliases=["{ALIAS}"]')
 
 pytestmark = pytest.mark.usefixtures("default_model_back")
+
+# On the guest: waits until its vLLM has a request in flight, then runs the command given
+# (the unit's ExecStop=); what it printed and when it returned, as JSON.
+TRIGGER = "/tmp/llmhost-drain-trigger.py"
+TRIGGER_PY = """\
+import json, subprocess, sys, time
+sys.path.insert(0, "/tmp")
+import llmhost_drain_wait as dw
+url, command = sys.argv[1], sys.argv[2]
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline and not dw.in_flight(dw.read_metrics(url) or ""):
+    time.sleep(0.1)
+said = subprocess.run(command, shell=True, capture_output=True, text=True).stdout.strip()
+print(json.dumps({"said": said, "returned": time.time()}))
+"""
 
 
 @pytest.fixture
@@ -241,6 +261,66 @@ def test_a_switch_that_fails_rolls_back_by_itself(
     assert again.rc != 0 and f"{model} failed its proofs at" in again.output, again.tail()
     assert "retry_failed_switch=true" in again.output
     assert "Starting operation" not in again.output
+
+
+@pytest.mark.usefixtures("from_the_default")
+def test_the_exec_stop_drain_of_the_lab_pin_0_16_waits_for_a_running_stream(
+    served: GuestConfig, sandbox: SandboxState
+) -> None:
+    """vLLM 0.16.0 (the lab's pin) has no --shutdown-timeout, so its unit drains in ExecStop=
+    before systemd's SIGTERM. That very command, as render_unit writes it for this guest with
+    0.16.0 pinned, runs here on the guest against its real vLLM while a stream of 8 x 1,800
+    tokens runs: it must
+    return only after the stream ended whole. With nothing running it returns at once."""
+    pinned = served.model_copy(
+        update={"vllm": served.vllm.model_copy(update={"version": "0.16.0"})}
+    )
+    unit = render_unit(pinned, A, served.port)
+    stop = next(line for line in unit.splitlines() if line.startswith("ExecStop="))
+    command = stop.removeprefix("ExecStop=")
+    script = "/tmp/llmhost_drain_wait.py"  # the deploy's copy is for such pins only
+    assert drain_wait_path(pinned) in command
+    command = command.replace(drain_wait_path(pinned), script)
+    for path, text in ((script, script_source("drain_wait.py").read_text()), (TRIGGER, TRIGGER_PY)):
+        payload = base64.b64encode(text.encode()).decode()
+        guest_sh(sandbox, f"echo {payload} | base64 -d > {path}")
+    url = command.split("--url ", 1)[1].split()[0]
+    # systemd starts ExecStop= at once; here a process started over ssh during the stream
+    # would start only after it (this guest's sshd gets no CPU while vLLM streams flat out):
+    # the command is started beforehand, and runs as soon as the stream is in flight.
+    guest_sh(
+        sandbox,
+        f"nohup python3 {TRIGGER} {url} {shlex.quote(command)} > {TRIGGER}.out 2>&1 < /dev/null &",
+    )
+    body = {
+        "model": A,
+        "prompt": "Count the GPUs in the rack, one by one:",
+        **{"max_tokens": 1800, "n": 8, "ignore_eos": True, "temperature": 0.8},
+        **{"stream": True, "stream_options": {"include_usage": True}},
+    }
+    reply = requests.post(
+        f"http://{sandbox.ip}:{served.port}/v1/completions",
+        json=body,
+        headers=api_headers(),
+        stream=True,
+        timeout=300,
+    )
+    events = [raw.decode().removeprefix("data: ") for raw in reply.iter_lines() if raw]
+    ended = time.time()
+    usage = json.loads(events[-2])["usage"]
+    assert events[-1] == "[DONE]" and usage["completion_tokens"] == 8 * 1800, events[-2:]
+    deadline = time.monotonic() + 60
+    while not (out := guest_sh(sandbox, f"cat {TRIGGER}.out")):
+        assert time.monotonic() < deadline, "the drain command never ended"
+        time.sleep(0.5)
+    drained = json.loads(out)
+    said = drained["said"]
+    print(said)
+    assert re.match(r"drain: [1-8] request\(s\) in flight at the stop, none after", said), said
+    assert drained["returned"] >= ended - 0.5, f"the drain returned before the stream ended: {said}"
+    start = time.monotonic()
+    idle = guest_sh(sandbox, f"{command}; rm -f {script} {TRIGGER} {TRIGGER}.out")
+    assert idle.startswith("drain: 0 request(s) in flight") and time.monotonic() - start < 10
 
 
 @pytest.mark.usefixtures("from_the_default")

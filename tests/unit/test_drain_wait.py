@@ -1,0 +1,89 @@
+"""The ExecStop= drain of a vLLM without --shutdown-timeout (llmhost/guest/drain_wait.py),
+against a local HTTP server that answers /metrics as vLLM does, request by request."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from llmhost.fleet.drain import in_flight as control_in_flight
+from llmhost.guest import drain_wait
+
+METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="tiny-llama"}} {running}
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="tiny-llama"}} {waiting}
+# HELP vllm:num_requests_running_total not a gauge of ours
+vllm:num_requests_running_total 7.0
+"""
+
+
+def test_in_flight_is_running_plus_waiting_as_the_control_side_reads_it() -> None:
+    for running, waiting in ((0.0, 0.0), (3.0, 2.0), (1.0, 0.0)):
+        text = METRICS.format(running=running, waiting=waiting)
+        assert drain_wait.in_flight(text) == running + waiting == control_in_flight(text)
+    assert drain_wait.in_flight("# no vLLM here\nprocess_cpu_seconds_total 1.0\n") is None
+
+
+class Server:
+    """/metrics answering the next figure of `in_flight` at each read (the last one stays)."""
+
+    def __init__(self, in_flight: list[int]) -> None:
+        self.in_flight = in_flight
+        self.reads = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                n = owner.in_flight[min(owner.reads, len(owner.in_flight) - 1)]
+                owner.reads += 1
+                body = METRICS.format(running=float(n), waiting=0.0).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    s = Server(request.param)
+    thread = threading.Thread(target=s.httpd.serve_forever, daemon=True)
+    thread.start()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+@pytest.mark.parametrize("server", [[2, 2, 1, 0]], indirect=True)
+def test_the_wait_ends_when_the_last_request_in_flight_finished(server: Server) -> None:
+    said = drain_wait.drain(server.url, timeout_s=30, every_s=0.05)
+    assert said.startswith("drain: 2 request(s) in flight at the stop, none after")
+    assert server.reads == 4
+
+
+@pytest.mark.parametrize("server", [[1]], indirect=True)
+def test_the_wait_is_bounded(server: Server) -> None:
+    start = time.monotonic()
+    said = drain_wait.drain(server.url, timeout_s=0.3, every_s=0.05)
+    assert said == "drain: 1 request(s) still in flight after 0 s: stopping"
+    assert 0.3 <= time.monotonic() - start < 5
+
+
+def test_a_server_that_does_not_answer_is_not_waited_for() -> None:
+    start = time.monotonic()
+    said = drain_wait.drain("http://127.0.0.1:9/metrics", timeout_s=60)
+    assert "does not answer" in said and time.monotonic() - start < 5
+    assert drain_wait.main(["--url", "http://127.0.0.1:9/metrics", "--timeout", "60"]) == 0
