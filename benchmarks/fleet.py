@@ -4,10 +4,12 @@
    (`deploys/serve.py`, median of 3, interleaved; goal <= 1.5): what a second replica costs a
    converge that changes nothing.
 2. Throughput through the router / the same load sent straight to the replicas (goal >= 0.95):
-   `vllm bench serve` at concurrency 8 to the router, against two `vllm bench serve` at
-   concurrency 4 at once, one per replica; alternated 3 times. Output tokens over the wall
-   time of the arm. The clients run next to the router, on the stand-in, in both arms alike:
-   the first guest's vLLM venv, entry point and tokenizer are copied there for the run (its
+   two `vllm bench serve` at concurrency 4 at once, both to the router, against the same two
+   at once, one straight to each replica; alternated 3 times. Both arms run the same clients
+   (two processes), so the ratio is the router's cost, not the client's. Output tokens over
+   the arm's longest run; each arm also records the router's CPU seconds (from /proc) and the
+   clients' mean TPOT and TTFT. The clients run next to the router, on the stand-in: the
+   first guest's vLLM venv, entry point and tokenizer are copied there for the run (its
    Python is Debian's python3, which the router's deploy installs) and removed after.
 3. Two rolling switches (to tiny-llama-alt and back) under a client sending streaming and
    non-streaming requests through the router to the site alias the whole time: failed
@@ -104,14 +106,15 @@ def client_down() -> None:
     shutil.rmtree(LXC / standin.NAME / "rootfs" / CLIENT_DIR.lstrip("/"), ignore_errors=True)
 
 
-def bench_one(base_url: str, concurrency: int, prompts: int, tag: str) -> str:
-    """One `vllm bench serve` as a shell command; its JSON result at /tmp/<tag>.json."""
+def bench_one(base_url: str, concurrency: int, prompts: int, tag: str, seed: int = 0) -> str:
+    """One `vllm bench serve` as a shell command; its JSON result at /tmp/<tag>.json. Clients
+    started together take different seeds: no prompt is sent twice."""
     args = [
         f"{VENV}/bin/python", ENTRY, "bench", "serve", "--backend", "vllm", "--base-url", base_url,
         "--model", "tiny-llama", "--served-model-name", ALIAS, "--tokenizer", TOKENIZER,
         "--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "128",
         "--ignore-eos", "--num-prompts", str(prompts), "--max-concurrency", str(concurrency),
-        "--seed", "0", "--temperature", "0", "--disable-tqdm",
+        "--seed", str(seed), "--temperature", "0", "--disable-tqdm",
         "--save-result", "--result-dir", "/tmp", "--result-filename", f"{tag}.json",
     ]  # fmt: skip
     return " ".join(shlex.quote(a) for a in args)
@@ -139,13 +142,15 @@ def arm(targets: list[str], concurrency: int, prompts: int) -> dict[str, float]:
     """Output tokens/s of one or more `vllm bench serve` started together."""
     tags = [f"fleet-bench-{i}" for i in range(len(targets))]
     started = " ".join(
-        f"( {bench_one(t, concurrency, prompts, tag)} >/tmp/{tag}.log 2>&1 ) &"
-        for t, tag in zip(targets, tags, strict=True)
+        f"( {bench_one(t, concurrency, prompts, tag, seed)} >/tmp/{tag}.log 2>&1 ) &"
+        for seed, (t, tag) in enumerate(zip(targets, tags, strict=True))
     )
+    cpu_before = router_cpu_seconds()
     t0 = time.perf_counter()
     on_router_host(f"{started} wait")
     wall = time.perf_counter() - t0
     results = [json.loads(on_router_host(f"cat /tmp/{tag}.json")) for tag in tags]
+    router_cpu_s = router_cpu_seconds() - cpu_before
     tokens = sum(r["total_output_tokens"] for r in results)
     failed = sum(r.get("num_prompts", prompts) - r["completed"] for r in results)
     if failed:
@@ -156,7 +161,21 @@ def arm(targets: list[str], concurrency: int, prompts: int) -> dict[str, float]:
         "duration_s": duration,
         "wall_s": wall,
         "failed": failed,
+        # Where the router's cost shows: its CPU (taken from the engines' two cores) and the
+        # time per output token and to the first one, as the clients saw them (means).
+        "router_cpu_s": round(router_cpu_s, 2),
+        "mean_tpot_ms": round(statistics.mean(r["mean_tpot_ms"] for r in results), 2),
+        "mean_ttft_ms": round(statistics.mean(r["mean_ttft_ms"] for r in results), 1),
     }
+
+
+def router_cpu_seconds() -> float:
+    """CPU time (user + system) the router's process has used so far, from /proc."""
+    out = on_router_host(
+        "cat /proc/$(systemctl show -p MainPID --value vllm-router)/stat; getconf CLK_TCK"
+    ).split("\n")
+    fields = out[0].rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / int(out[1])
 
 
 def router_errors() -> float:
@@ -208,7 +227,7 @@ def main() -> int:
         on_router_host(bench_one(ROUTER, 1, 4, "fleet-warmup") + " >/dev/null 2>&1")
         routed, direct = [], []
         for _ in range(RUNS):
-            routed.append(arm([ROUTER], 8, 48))
+            routed.append(arm([ROUTER, ROUTER], 4, 24))
             direct.append(arm(direct_targets, 4, 24))
         rolls = [roll("tiny-llama-alt"), roll("tiny-llama")]
     finally:
