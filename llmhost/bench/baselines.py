@@ -53,6 +53,12 @@ REBASELINE = "verify.rebaseline"
 CATALOG = "catalog"
 
 
+def cpu_placement(engine: str | None, front_end: str | None) -> str:
+    """A CPU guest's placement as a key part: 'engine 0, front end 1' ('vLLM's choice' and
+    'shared' where unset)."""
+    return f"engine {engine or 'vLLM-chosen'}, front end {front_end or 'shared'}"
+
+
 def bench_settings(input_len: int, output_len: int, concurrencies: Iterable[int]) -> str:
     """The bench settings part of a key: 'in128-out128-c1,8' (concurrencies sorted, unique)."""
     levels = ",".join(str(c) for c in sorted(set(concurrencies)))
@@ -68,29 +74,35 @@ class BaselineKey:
     venv: str  # the venv's spec digest (or vLLM version): new software, new baseline
     driver: str  # the NVIDIA driver version; "" on a CPU host
     settings: str  # bench_settings(input_len, output_len, concurrencies)
+    # The CPUs a CPU guest's engine and front end run on (cpu_placement): the same guest
+    # with fewer or other cores is another machine. "" on a GPU guest, whose keys (and
+    # stored entries) stay as they were.
+    placement: str = ""
 
     def id(self) -> str:
         """Stable, readable id: the JSON object key in baselines.json."""
         return (
             f"host={self.host};model={self.model_profile};venv={self.venv};"
             f"driver={self.driver};settings={self.settings}"
-        )
+        ) + (f";placement={self.placement}" if self.placement else "")
 
     def describe(self) -> str:
         driver = self.driver or "none (CPU)"
+        where = f", {self.placement}" if self.placement else ""
         return (
             f"{self.model_profile} on {self.host} (venv {self.venv}, driver {driver}, "
-            f"{self.settings})"
+            f"{self.settings}{where})"
         )
 
     def fields(self) -> dict[str, str]:
-        return {
+        named = {
             "host": self.host,
             "model_profile": self.model_profile,
             "venv": self.venv,
             "driver": self.driver,
             "settings": self.settings,
         }
+        return named | ({"placement": self.placement} if self.placement else {})
 
 
 @dataclass(frozen=True)

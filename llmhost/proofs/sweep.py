@@ -51,6 +51,7 @@ class BenchRun:
     results_dir: str  # on the control machine; relative: to the directory pyinfra runs in
     venv: str = ""  # what the host baseline is keyed on, with the driver and the settings
     driver: str = ""  # the NVIDIA driver pin; "" on a CPU guest
+    placement: str = ""  # a CPU guest's CPUs (baselines.cpu_placement); "" on a GPU guest
     rebaseline: bool = False  # verify.rebaseline: this run replaces the host's baseline
     guest: GuestBench | None = None  # `vllm bench serve` on the guest; None: control machine
     # The correctness probe asked again under traffic before the sweep (the load proofs'
@@ -66,7 +67,7 @@ class BenchRun:
     def baseline_key(self) -> BaselineKey:
         settings = bench_settings(self.bench.input_len, self.bench.output_len, self.levels)
         settings += "-guest" if self.guest is not None else "-control"  # load generator
-        return BaselineKey(self.host, self.model, self.venv, self.driver, settings)
+        return BaselineKey(self.host, self.model, self.venv, self.driver, settings, self.placement)
 
     @property
     def levels(self) -> list[int]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pyinfra import host, inventory
 from pyinfra.api import deploy
 
+from llmhost.bench.baselines import cpu_placement
 from llmhost.bench.cadence import parse_last_pass
 from llmhost.bench.guest_bench import GuestBench
 from llmhost.config.guest import GuestConfig
@@ -80,6 +81,9 @@ def hooks(
                 results_dir=cfg.verify.results_dir,
                 venv=cfg.venv_name,
                 driver=cfg.cuda.driver_version if cfg.cuda else "",
+                placement=cpu_placement(cfg.cpu_threads_bind, cfg.frontend_cpus)
+                if cfg.accelerator == "cpu"
+                else "",
                 rebaseline=cfg.verify.rebaseline,
                 guest=guest_bench(cfg, model, port)
                 if cfg.verify.load_generator == "guest"

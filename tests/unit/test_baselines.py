@@ -17,6 +17,7 @@ from llmhost.bench.baselines import (
     HostBaseline,
     baseline_update,
     bench_settings,
+    cpu_placement,
     effective_floors,
     load_host_baseline,
     record_baseline,
@@ -238,3 +239,19 @@ def test_a_broken_file_is_an_error_not_a_missing_baseline(tmp_path: Path) -> Non
     (directory / "baselines.json").write_text("{ half")
     with pytest.raises(ValueError, match="not valid JSON"):
         load_host_baseline(tmp_path, key())
+
+
+def test_a_cpu_guest_on_other_cores_has_a_baseline_of_its_own_and_gpu_keys_are_unchanged(
+    tmp_path: Path,
+) -> None:
+    """The sandbox guest that gives core 1 to a second replica (inventory/sandbox.py) is not
+    the machine its two-core baseline was set on: its gate must not judge it by that one."""
+    two = key(placement=cpu_placement("0", "1"))
+    one = key(placement=cpu_placement("0", None))
+    assert two.id() != one.id() and one.id().endswith(";placement=engine 0, front end shared")
+    record_baseline(tmp_path, two, {1: 500.0, 8: 3500.0}, FIRST_PASS)
+    assert load_host_baseline(tmp_path, one) is None
+    loaded = load_host_baseline(tmp_path, two)
+    assert loaded is not None and loaded.baselines == {1: 500.0, 8: 3500.0}
+    # A GPU guest's key has no placement: its id, and so its stored entries, stay as before.
+    assert "placement" not in key().id() and "placement" not in key().fields()
