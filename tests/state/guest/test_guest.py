@@ -8,7 +8,7 @@ import pytest
 
 from llmhost.config.guest import GuestConfig, cpu_ids
 from llmhost.operations.models import MARKER
-from llmhost.render import unit_paths
+from llmhost.render import drain_wait_path, unit_paths
 
 
 def test_service_user_is_a_system_account(host, cfg: GuestConfig) -> None:
@@ -57,8 +57,12 @@ def test_env_files_are_private_and_unit_points_at_them(host, cfg: GuestConfig) -
         assert unit.contains(f"EnvironmentFile={paths.env_file}")
         # The drain: SIGTERM to the API server alone, a stop timeout longer than the drain.
         assert unit.contains("^KillMode=mixed$")
-        assert cfg.drain_timeout_s > 0, "the sandbox's vLLM drains: its units must"
-        assert unit.contains(f"--shutdown-timeout {cfg.drain_timeout_s}")
+        assert cfg.drain_timeout_s > 0, "a stop would abort the requests running"
+        if cfg.drain_by_flag:  # vLLM 0.18 and later drains itself
+            assert unit.contains(f"--shutdown-timeout {cfg.drain_timeout_s}")
+        else:  # before: ExecStop= waits for the requests in flight, and the script is there
+            assert unit.contains(f"^ExecStop=.*{drain_wait_path(cfg)} .*--timeout ")
+            assert host.file(drain_wait_path(cfg)).exists
         stop = re.search(r"^TimeoutStopSec=(\d+)$", unit.content_string, re.M)
         assert stop and int(stop.group(1)) > cfg.drain_timeout_s, "a stop would cut the drain short"
 
