@@ -62,7 +62,7 @@ barrier(name="Proxmox hosts done: serving guests next", what="site order")
 if exporter:
     node_exporter(exporter, scrape_address(host), gpus=gpu_attribution(proxmox, guest))
 if guest and secrets:
-    serving_guest(guest, secrets)
+    serving_guest(guest, secrets, node_exporter=exporter is not None)
 barrier(name="serving guests done: routers and monitoring next", what="site order")
 if router:
     vllm_router(router, workers)

@@ -169,7 +169,7 @@ def load_proofs(
 
 
 @operation()
-def gate_exports(records: dict[str, tuple[int, int]]):
+def gate_exports(records: dict[str, tuple[int, int]], installed_now: bool = False):
     """
     node exporter's textfile holds, for each gated model of this guest, the time of its last
     passing gate (0: none yet) and its verify.max_age_s, read from the guest's records; the
@@ -178,10 +178,16 @@ def gate_exports(records: dict[str, tuple[int, int]]):
     whose pass then writes the same file with the new time (so the next run has nothing to do).
 
     + records: model -> (last pass in epoch seconds or 0, verify.max_age_s)
+    + installed_now: this run installs node exporter here first (deploys/site.py); else
+      a guest without its textfile directory (deploys/serve.py before any site run) is
+      left alone, where a write would do nothing and so be due again on every run
     """
     wanted = {gate_textfile(m): (m, when, age) for m, (when, age) in records.items()}
+    states = host.get_fact(PathStates, paths=(TEXTFILE_DIR, *wanted))
+    if (states.get(TEXTFILE_DIR) or {}).get("type") != "d" and not installed_now:
+        host.noop(f"no node exporter here ({TEXTFILE_DIR}): no gate records to export")
+        return
     present = host.get_fact(MatchingFiles, directory=TEXTFILE_DIR, pattern=GATE_TEXTFILE_PATTERN)
-    states = host.get_fact(PathStates, paths=tuple(wanted))
     stale = [path for path in present if path not in wanted]
     due = [
         (m, when, age)

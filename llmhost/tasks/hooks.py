@@ -53,12 +53,14 @@ def hooks(
     secrets: ResolvedSecrets,
     restarts: dict[str, UnitOps] | None = None,
     switch: SwitchGuard | None = None,
+    node_exporter: bool = False,
 ) -> None:
-    """`switch`: the served model's proofs roll back to the previous model when they fail."""
+    """`switch`: the served model's proofs roll back to the previous model when they fail.
+    `node_exporter`: this run installs node exporter on the guest (its textfile directory)."""
     restarts = restarts or {}
     api_key = secrets.api_key
     if site_is_monitored(inventory):
-        export_gate_records(cfg)
+        export_gate_records(cfg, node_exporter)
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
         endpoint = Endpoint(
@@ -97,8 +99,9 @@ def hooks(
             prove_throughput(cfg, run, restarts.get(model), guard, proven)
 
 
-def export_gate_records(cfg: GuestConfig) -> None:
-    """Each gated model's last pass (0: none) for node exporter, before its load proofs."""
+def export_gate_records(cfg: GuestConfig, node_exporter: bool) -> None:
+    """Each gated model's last pass (0: none) for node exporter, before its load proofs;
+    where node exporter is neither installed nor installed by this run, nothing."""
     if not cfg.verify.throughput_gate:
         return
     records = {
@@ -106,7 +109,11 @@ def export_gate_records(cfg: GuestConfig) -> None:
         for model, _ in cfg.units_and_ports()
         if cfg.bench_for(model)
     }
-    gate_exports(name="node exporter: the last passing gate of each model", records=records)
+    gate_exports(
+        name="node exporter: the last passing gate of each model",
+        records=records,
+        installed_now=node_exporter,
+    )
 
 
 def last_pass_of(cfg: GuestConfig, model: str) -> float | None:

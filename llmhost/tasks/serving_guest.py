@@ -46,8 +46,10 @@ def ports_preflight(cfg: GuestConfig) -> None:
             )
 
 
-def serving_guest(cfg: GuestConfig, secrets: ResolvedSecrets) -> None:
-    """Stage while the old model serves; stop it; start the new one; prove it, or roll back."""
+def serving_guest(cfg: GuestConfig, secrets: ResolvedSecrets, node_exporter: bool = False) -> None:
+    """Stage while the old model serves; stop it; start the new one; prove it, or roll back.
+    `node_exporter`: this run installs node exporter here before (deploys/site.py on a
+    monitored site), so the gate records' textfile directory exists when they are written."""
     if cfg.accelerator == "cuda":
         preflight(cfg)  # a host driver other than the pin stops here
     ports_preflight(cfg)  # a foreign server on the port stops here
@@ -60,7 +62,7 @@ def serving_guest(cfg: GuestConfig, secrets: ResolvedSecrets) -> None:
     weights = model_stage(cfg)
     retire_stale_units(guard.plan.retire_now)
     restarts = vllm_service(cfg, secrets, [*driver, venv, shim, *weights], guard)
-    hooks(cfg, secrets, restarts, guard)
+    hooks(cfg, secrets, restarts, guard, node_exporter=node_exporter)
     switch_commit(name="switch: record the served model", guard=guard, record_text=record_text)
     retire_units(guard.plan.retire_after, f"keep_previous = {cfg.keep_previous}")
     if cfg.prune_weights:

@@ -136,7 +136,7 @@ def test_the_proofs_send_the_key_and_pyinfra_never_shows_it(
 
 def test_hooks_takes_the_resolved_secrets_second() -> None:
     params = inspect.signature(getattr(hooks, "_inner", hooks)).parameters
-    assert list(params) == ["cfg", "secrets", "restarts", "switch"]
+    assert list(params) == ["cfg", "secrets", "restarts", "switch", "node_exporter"]
     assert params["secrets"].annotation in (ResolvedSecrets, "ResolvedSecrets")
     assert params["restarts"].default is None
 

@@ -17,6 +17,7 @@ from llmhost.config.loading import ConfigError
 from llmhost.config.monitoring import MetricsSettings, MonitoringSettings
 from llmhost.guest import gpu_metrics
 from llmhost.monitoring import (
+    TEXTFILE_DIR,
     SiteHost,
     defaults_file,
     exporter_listen,
@@ -231,10 +232,12 @@ def test_a_passing_gate_is_exported_only_where_node_exporter_runs() -> None:
 
 
 class GuestFacts:
-    """A guest as gate_exports reads it: the gate files present, their sha256."""
+    """A guest as gate_exports reads it: node exporter's textfile directory (or not), the
+    gate files present, their sha256."""
 
-    def __init__(self, files: dict[str, str]) -> None:
+    def __init__(self, files: dict[str, str], exporter: bool = True) -> None:
         self.files = files
+        self.exporter = exporter
         self.noops: list[str] = []
 
     def get_fact(self, fact: type, **kwargs: object) -> object:
@@ -244,8 +247,9 @@ class GuestFacts:
             return sorted(self.files)
         paths = kwargs["paths"]
         assert isinstance(paths, tuple)
-        return {
-            p: {"sha256": hashlib.sha256(self.files[p].encode()).hexdigest()}
+        directory = {TEXTFILE_DIR: {"type": "d"}} if self.exporter else {}
+        return directory | {
+            p: {"type": "f", "sha256": hashlib.sha256(self.files[p].encode()).hexdigest()}
             for p in paths
             if p in self.files
         }
@@ -254,13 +258,16 @@ class GuestFacts:
         self.noops.append(message)
 
 
-def gate_export_commands(guest: GuestFacts, records: dict[str, tuple[int, int]]) -> list[str]:
+def gate_export_commands(
+    guest: GuestFacts, records: dict[str, tuple[int, int]], installed_now: bool = False
+) -> list[str]:
     from pyinfra.context import ctx_host
 
     from llmhost.operations.verify import gate_exports
 
     with ctx_host.use(guest):
-        return [str(c) for c in gate_exports._inner(records)]  # type: ignore[attr-defined]
+        inner = gate_exports._inner  # type: ignore[attr-defined]
+        return [str(c) for c in inner(records, installed_now)]
 
 
 def test_a_model_never_gated_exports_zero_and_models_no_longer_served_are_dropped() -> None:
@@ -283,3 +290,15 @@ def test_gate_records_already_exported_change_nothing() -> None:
     assert guest.noops == ["node exporter's gate records are up to date"]
     # A newer pass recorded on the guest than exported: exported again.
     assert len(gate_export_commands(GuestFacts(here), {"tiny-llama": (1796182999, 600)})) == 1
+
+
+def test_no_gate_record_is_written_where_node_exporter_is_not_yet_installed() -> None:
+    """deploys/serve.py on a monitored site before any site run: no textfile directory, so a
+    write would do nothing and be due again on every run (a second run must change nothing).
+    deploys/site.py installs node exporter first in the same run: then it is written."""
+    bare = GuestFacts({}, exporter=False)
+    assert gate_export_commands(bare, {"tiny-llama": (0, 600)}) == []
+    assert bare.noops == [
+        "no node exporter here (/var/lib/prometheus/node-exporter): no gate records to export"
+    ]
+    assert len(gate_export_commands(bare, {"tiny-llama": (0, 600)}, installed_now=True)) == 1
