@@ -44,6 +44,9 @@ class AlertSettings(Strict):
     restarts_window_s: int = Field(default=900, ge=60)
     gpu_held_bytes: int = Field(default=GIB, ge=1)
     gpu_held_for_s: int = Field(default=120, ge=1)
+    # A model's gate record is 0 from its first converge until its first gate passes, minutes
+    # later in the same run (a 1T model's sweep takes a while): not worth a page.
+    gate_stale_for_s: int = Field(default=3600, ge=0)
 
 
 class MonitoringSettings(Strict):

@@ -169,7 +169,9 @@ def load_proofs(
 
 
 @operation()
-def gate_exports(records: dict[str, tuple[int, int]], installed_now: bool = False):
+def gate_exports(
+    records: dict[str, tuple[int, int]], installed_now: bool = False, keep: tuple[str, ...] = ()
+):
     """
     node exporter's textfile holds, for each gated model of this guest, the time of its last
     passing gate (0: none yet) and its verify.max_age_s, read from the guest's records; the
@@ -181,6 +183,8 @@ def gate_exports(records: dict[str, tuple[int, int]], installed_now: bool = Fals
     + installed_now: this run installs node exporter here first (deploys/site.py); else
       a guest without its textfile directory (deploys/serve.py before any site run) is
       left alone, where a write would do nothing and so be due again on every run
+    + keep: models whose file stays as it is: a switch's source, which serves again if the
+      switch rolls back (the next converge after a commit removes it)
     """
     wanted = {gate_textfile(m): (m, when, age) for m, (when, age) in records.items()}
     states = host.get_fact(PathStates, paths=(TEXTFILE_DIR, *wanted))
@@ -188,7 +192,8 @@ def gate_exports(records: dict[str, tuple[int, int]], installed_now: bool = Fals
         host.noop(f"no node exporter here ({TEXTFILE_DIR}): no gate records to export")
         return
     present = host.get_fact(MatchingFiles, directory=TEXTFILE_DIR, pattern=GATE_TEXTFILE_PATTERN)
-    stale = [path for path in present if path not in wanted]
+    kept = {gate_textfile(model) for model in keep}
+    stale = [path for path in present if path not in wanted and path not in kept]
     due = [
         (m, when, age)
         for path, (m, when, age) in wanted.items()

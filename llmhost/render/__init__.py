@@ -6,6 +6,7 @@ are compared against golden files in tests, and pyinfra only transfers them.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from dataclasses import dataclass
@@ -200,7 +201,9 @@ def drain_wait_command(cfg: GuestConfig, port: int) -> list[str] | None:
     requests in flight (llmhost/guest/drain_wait.py); None where it can, or drain_s is 0."""
     if not cfg.drain_timeout_s or cfg.drain_by_flag:
         return None
-    address = "127.0.0.1" if cfg.bind_address in ("0.0.0.0", "::") else cfg.bind_address
+    bound = ipaddress.ip_address(cfg.bind_address)
+    loopback = "::1" if bound.version == 6 else "127.0.0.1"
+    address = loopback if bound.is_unspecified else str(bound)
     host = f"[{address}]" if ":" in address else address
     url = f"http://{host}:{port}/metrics"
     timeout = str(cfg.drain_timeout_s)

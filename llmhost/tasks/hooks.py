@@ -60,7 +60,8 @@ def hooks(
     restarts = restarts or {}
     api_key = secrets.api_key
     if site_is_monitored(inventory):
-        export_gate_records(cfg, node_exporter)
+        source = switch.plan.source if switch is not None else None
+        export_gate_records(cfg, node_exporter, keep=(source,) if source else ())
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
         endpoint = Endpoint(
@@ -99,7 +100,7 @@ def hooks(
             prove_throughput(cfg, run, restarts.get(model), guard, proven)
 
 
-def export_gate_records(cfg: GuestConfig, node_exporter: bool) -> None:
+def export_gate_records(cfg: GuestConfig, node_exporter: bool, keep: tuple[str, ...] = ()) -> None:
     """Each gated model's last pass (0: none) for node exporter, before its load proofs;
     where node exporter is neither installed nor installed by this run, nothing."""
     if not cfg.verify.throughput_gate:
@@ -113,11 +114,12 @@ def export_gate_records(cfg: GuestConfig, node_exporter: bool) -> None:
         name="node exporter: the last passing gate of each model",
         records=records,
         installed_now=node_exporter,
+        keep=keep,
     )
 
 
 def last_pass_of(cfg: GuestConfig, model: str) -> float | None:
-    """The guest's record of the model's last passing gate (read once: facts are cached)."""
+    """The guest's record of the model's last passing gate (epoch seconds), None when absent."""
     return parse_last_pass(host.get_fact(FileText, path=state_record(cfg, model, "last-gate")))
 
 

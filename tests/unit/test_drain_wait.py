@@ -30,6 +30,7 @@ def test_in_flight_is_running_plus_waiting_as_the_control_side_reads_it() -> Non
         text = METRICS.format(running=running, waiting=waiting)
         assert drain_wait.in_flight(text) == running + waiting == control_in_flight(text)
     assert drain_wait.in_flight("# no vLLM here\nprocess_cpu_seconds_total 1.0\n") is None
+    assert drain_wait.in_flight("vllm:num_requests_running 1e\n") is None  # not a number
 
 
 class Server:
@@ -87,3 +88,24 @@ def test_a_server_that_does_not_answer_is_not_waited_for() -> None:
     said = drain_wait.drain("http://127.0.0.1:9/metrics", timeout_s=60)
     assert "does not answer" in said and time.monotonic() - start < 5
     assert drain_wait.main(["--url", "http://127.0.0.1:9/metrics", "--timeout", "60"]) == 0
+
+
+def test_a_server_answering_garbage_is_not_waited_for_and_the_stop_never_fails() -> None:
+    """Not HTTP at all (a half-written reply, say): no gauges, no wait, exit status 0."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def garbage() -> None:
+        for _ in range(3):
+            conn, _ = listener.accept()
+            conn.sendall(b"NOT HTTP\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=garbage, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"
+    assert "does not answer" in drain_wait.drain(url, timeout_s=60)
+    assert drain_wait.main(["--url", url, "--timeout", "60"]) == 0
+    listener.close()

@@ -259,7 +259,10 @@ class GuestFacts:
 
 
 def gate_export_commands(
-    guest: GuestFacts, records: dict[str, tuple[int, int]], installed_now: bool = False
+    guest: GuestFacts,
+    records: dict[str, tuple[int, int]],
+    installed_now: bool = False,
+    keep: tuple[str, ...] = (),
 ) -> list[str]:
     from pyinfra.context import ctx_host
 
@@ -267,7 +270,7 @@ def gate_export_commands(
 
     with ctx_host.use(guest):
         inner = gate_exports._inner  # type: ignore[attr-defined]
-        return [str(c) for c in inner(records, installed_now)]
+        return [str(c) for c in inner(records, installed_now, keep)]
 
 
 def test_a_model_never_gated_exports_zero_and_models_no_longer_served_are_dropped() -> None:
@@ -302,3 +305,14 @@ def test_no_gate_record_is_written_where_node_exporter_is_not_yet_installed() ->
         "no node exporter here (/var/lib/prometheus/node-exporter): no gate records to export"
     ]
     assert len(gate_export_commands(bare, {"tiny-llama": (0, 600)}, installed_now=True)) == 1
+
+
+def test_a_switchs_source_keeps_its_gate_record_until_the_switch_commits() -> None:
+    """A switch that fails rolls back to its source, which then serves again on the record it
+    had: the export during the switch leaves that file alone (the next converge after a
+    commit removes it)."""
+    source = gate_textfile("tiny-llama")
+    guest = GuestFacts({source: gate_text("tiny-llama", 1796182380, 600)})
+    commands = gate_export_commands(guest, {"tiny-llama-alt": (0, 600)}, keep=("tiny-llama",))
+    assert len(commands) == 1 and gate_textfile("tiny-llama-alt") in commands[0]
+    assert gate_export_commands(guest, {"tiny-llama-alt": (0, 600)})[0] == f"rm -f {source}"

@@ -67,6 +67,10 @@ def test_a_vllm_that_drains_gets_the_flag_and_the_lab_pin_0_16_an_exec_stop_wait
     assert "ExecStop=" not in render_unit(lab_guest(drain_s=0), "kimi-k2.5-int4", 8000).replace(
         "ExecStopPost=", ""
     )
+    # Bound to all IPv6 interfaces: the drain asks ::1; to one address: that address.
+    for bind, url in (("::", "http://[::1]:8000/"), ("10.0.0.5", "http://10.0.0.5:8000/")):
+        unit = render_unit(lab_guest(bind_address=bind), "kimi-k2.5-int4", 8000)
+        assert f"--url {url}metrics --timeout 60" in unit
 
 
 def test_unit_restarts_always_drains_then_kills_the_whole_cgroup() -> None:
