@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from collections.abc import Iterator
 
@@ -19,12 +20,13 @@ import requests
 from llmhost.config.guest import GuestConfig
 from llmhost.config.loading import load_monitoring
 from llmhost.inventory import get_host
+from llmhost.monitoring import gate_text, gate_textfile
 from llmhost.naming import proof_record
 from llmhost.proofs.readiness import wait_ready
 from llmhost.testbed import sandbox as sandbox_ctl
 from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import REPO, SITE, api_headers, changed_ops, guest_sh, pyinfra
+from tests.helpers import REPO, SERVE, SITE, api_headers, changed_ops, guest_sh, pyinfra
 
 SANDBOX_INVENTORY = str(REPO / "inventory" / "sandbox.py")
 UNIT = "llmhost-tiny-llama.service"
@@ -110,7 +112,18 @@ def test_each_gated_models_last_pass_reaches_prometheus_as_the_guest_records_it(
 ) -> None:
     """The guest's record of each gated model's last passing gate (0 when there is none, so
     that GateStale fires for a model never gated) is what Prometheus holds, and no other
-    model's: the file of a model switched away from is gone."""
+    model's: a file left by a model the guest no longer serves is removed by the next
+    converge, which changes that and nothing else (a gate's own pass writes only its own
+    model's file, so this holds only through the export)."""
+    gone = gate_textfile("tiny-llama-gone")
+    guest_sh(sandbox, f"printf '%s' {shlex.quote(gate_text('tiny-llama-gone', 1, 60))} > {gone}")
+    run = pyinfra(*SERVE)
+    assert run.rc == 0, run.tail()
+    changed = changed_ops(run.output, errors_too=True)
+    assert list(changed) == [
+        "post-deploy hooks | node exporter: the last passing gate of each model"
+    ]
+    assert guest_sh(sandbox, f"test -e {gone} && echo left || echo removed") == "removed"
     gated = {m for m, _ in site.units_and_ports() if site.bench_for(m)}
     records = {
         m: guest_sh(sandbox, f"cat {proof_record(site.root_dir, m, 'last-gate')} || true")

@@ -224,6 +224,19 @@ def test_each_alert_and_recording_rule_is_rendered_with_the_sites_timings() -> N
     assert "receiver: none" in render_alertmanager_config(s)
 
 
+def test_the_export_command_writes_exactly_the_text_whose_hash_the_operation_compares(
+    tmp_path: Path,
+) -> None:
+    """gate_exports compares the file's sha256 with gate_text's: the command must write
+    those very bytes (a trailing newline more would make every run a change)."""
+    import subprocess
+
+    command = gate_textfile_command("tiny-llama", 1796182380, 604800)
+    subprocess.run(["sh", "-c", command.replace(TEXTFILE_DIR, str(tmp_path))], check=True)
+    written = (tmp_path / "llmhost_gate_tiny-llama.prom").read_bytes()
+    assert written == gate_text("tiny-llama", 1796182380, 604800).encode()
+
+
 def test_a_passing_gate_is_exported_only_where_node_exporter_runs() -> None:
     command = gate_textfile_command("tiny-llama", 1796182380, 604800)
     assert command.startswith("if [ -d /var/lib/prometheus/node-exporter ]; then")
