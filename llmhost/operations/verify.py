@@ -184,7 +184,7 @@ def gate_exports(
       a guest without its textfile directory (deploys/serve.py before any site run) is
       left alone, where a write would do nothing and so be due again on every run
     + keep: models whose file stays as it is: a switch's source, which serves again if the
-      switch rolls back (the next converge after a commit removes it)
+      switch rolls back (the switch's commit removes it: SwitchGuard.source_leftovers)
     """
     wanted = {gate_textfile(m): (m, when, age) for m, (when, age) in records.items()}
     states = host.get_fact(PathStates, paths=(TEXTFILE_DIR, *wanted))

@@ -55,6 +55,9 @@ class SwitchGuard:
     results_dir: str
     shell: Shell = field(default=no_shell, repr=False)
     log: Log = field(default=print, repr=False)
+    # The source's files that go when the switch commits: its gate record for node exporter,
+    # kept through the switch so that a rollback serves it with its record.
+    source_leftovers: tuple[str, ...] = ()
     stage: Stage = Stage.STAGING
     stage_started: float = field(default_factory=time.time)
     stopped_at: float | None = None
@@ -142,7 +145,10 @@ class SwitchGuard:
     def commit(self) -> None:
         """The new model passed its proofs: record it as the one serving."""
         self.enter(Stage.COMMITTED)
-        ok, _, stderr = self.shell(record_command(self.record_path, self.plan.committed))
+        command = record_command(self.record_path, self.plan.committed)
+        if self.source_leftovers:
+            command += " && rm -f " + " ".join(shlex.quote(p) for p in self.source_leftovers)
+        ok, _, stderr = self.shell(command)
         if not ok:
             raise ProofFailed(
                 f"{self.plan.target} passed its proofs and serves, but {self.record_path} "

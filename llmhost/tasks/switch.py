@@ -14,6 +14,7 @@ from llmhost import interrupt
 from llmhost.config.guest import GuestConfig
 from llmhost.endpoint import Endpoint
 from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
+from llmhost.monitoring import gate_textfile
 from llmhost.naming import serving_record, unit_name
 from llmhost.operations.log import guest_run, say
 from llmhost.operations.models import MARKER, stage_marker
@@ -89,13 +90,9 @@ def switch_guard(
         )
     units = host.get_fact(LlmhostUnitStates)  # one guest command: files and states
     active = [u for u, state in units.items() if state in ("active", "activating")]
+    co_served = {u.model for u in cfg.extra_units}
     plan = plan_switch(
-        record,
-        cfg.served_model,
-        sorted(units),
-        active,
-        {u.model for u in cfg.extra_units},
-        cfg.keep_previous,
+        record, cfg.served_model, sorted(units), active, co_served, cfg.keep_previous
     )
     source = plan.source
     guard = SwitchGuard(
@@ -108,6 +105,7 @@ def switch_guard(
         results_dir=cfg.verify.results_dir,
         shell=guest_run,
         log=say,
+        source_leftovers=(gate_textfile(source),) if source and source not in co_served else (),
     )
     interrupt.describe_state_with(guard.on_interrupt)
     for note in plan.notes:

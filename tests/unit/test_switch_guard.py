@@ -128,6 +128,20 @@ def test_the_steps_record_pending_stop_start_and_commit_through_the_shell() -> N
     assert g.stage is Stage.COMMITTED and '"current": "b"' in guest.commands[-1]
 
 
+def test_the_commit_removes_the_sources_leftovers_after_the_record_and_only_then() -> None:
+    guest = Guest()
+    g = guard(guest)
+    g.source_leftovers = ("/var/lib/prometheus/node-exporter/llmhost_gate_a.prom",)
+    g.stop_old()
+    g.start_new(unit_name("b"))
+    g.answered()
+    assert not any("llmhost_gate_a" in c for c in guest.commands)  # a rollback still needs it
+    g.commit()
+    record, removal = guest.commands[-1].split(" && rm -f ")
+    assert '"current": "b"' in record
+    assert removal == "/var/lib/prometheus/node-exporter/llmhost_gate_a.prom"
+
+
 def test_a_busy_old_model_does_not_hold_the_stop_back_and_downtime_counts_from_the_stop() -> None:
     with FakeVLLM(answer_after_s=20) as busy:
         guest = Guest()
