@@ -506,6 +506,9 @@ class Stream:
     completion_tokens: int = 0  # from the final usage chunk
     done: bool = False  # the stream ended with `data: [DONE]`
     error: str = ""
+    # per choice (its index): whether any text came, and the finish_reason it ended with
+    texted: set[int] = field(default_factory=set)
+    finished: dict[int, str] = field(default_factory=dict)
 
 
 def stream_completion(
@@ -544,7 +547,12 @@ def stream_completion(
                     result.done = True
                     continue
                 chunk = json.loads(data)
-                result.text_chunks += sum(1 for c in chunk.get("choices", []) if c.get("text"))
+                for choice in chunk.get("choices", []):
+                    if choice.get("text"):
+                        result.text_chunks += 1
+                        result.texted.add(choice["index"])
+                    if choice.get("finish_reason"):
+                        result.finished[choice["index"]] = choice["finish_reason"]
                 if chunk.get("usage"):
                     result.completion_tokens = int(chunk["usage"]["completion_tokens"])
     except Exception as e:  # noqa: BLE001 - a broken stream is the finding, not a crash
@@ -654,11 +662,19 @@ class BackToBackStreams:
             return sorted(self.streams, key=lambda s: s.started)
 
     def whole(self, s: Stream) -> bool:
+        """Every one of its n choices, each of max_tokens tokens, and [DONE]."""
+        return self.uncut(s) and len(s.texted) == self.n
+
+    def uncut(self, s: Stream) -> bool:
+        """Each choice that began arrived whole (max_tokens tokens, finish_reason "length"),
+        and [DONE]. vLLM may begin fewer than n choices of a request that comes in the instant
+        its stop begins: those it never began are refused, not cut."""
         return (
             s.status == 200
             and not s.error
             and s.done
-            and s.completion_tokens == self.n * self.max_tokens
+            and all(s.finished.get(i) == "length" for i in s.texted)
+            and s.completion_tokens == len(s.texted) * self.max_tokens
         )
 
     def _chain(self, delay: float) -> None:

@@ -67,14 +67,15 @@ def firing(url: str, alert: str) -> list[dict]:
     ]
 
 
-def wait_until(check, timeout_s: float, what: str) -> float:
-    """Seconds until check() is true; fails the test naming what it waited for."""
+def wait_until(check, timeout_s: float, what: str, seen=None) -> float:
+    """Seconds until check() is true; fails the test naming what it waited for (and what
+    `seen()` then says, where given)."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         if check():
             return time.monotonic() - start
         time.sleep(0.5)
-    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
+    pytest.fail(f"{what}: not within {timeout_s:.0f} s" + (f"; {seen()}" if seen else ""))
 
 
 def record_drill(name: str, fired_after_s: float, bound_s: float, settings, for_s: int) -> None:
@@ -136,7 +137,22 @@ def test_each_gated_models_last_pass_reaches_prometheus_as_the_guest_records_it(
         result = api(prometheus_url, "query", query=query)["result"]
         return {r["metric"]["model"]: int(float(r["value"][1])) for r in result}
 
-    wait_until(lambda: exported() == wanted, 30, f"Prometheus holding the gate records {wanted}")
+    def seen() -> str:
+        files = guest_sh(sandbox, f"grep -H timestamp {gate_textfile('*')} || true")
+        errors = api(prometheus_url, "query", query="node_textfile_scrape_error")["result"]
+        targets = [
+            (t["scrapeUrl"], t["health"], t["lastError"], t["lastScrape"])
+            for t in api(prometheus_url, "targets")["activeTargets"]
+        ]
+        return (
+            f"Prometheus held {exported()}; the guest's files: {files}; textfile errors: "
+            f"{[(e['metric'].get('instance'), e['value'][1]) for e in errors]}; targets {targets}"
+        )
+
+    # Two scrapes at most on a normal day; a minute, as for every target up, on a slow one.
+    wait_until(
+        lambda: exported() == wanted, 60, f"Prometheus holding the gate records {wanted}", seen
+    )
 
 
 def test_promtool_passes_the_config_and_the_rules(prometheus_url: str) -> None:
