@@ -55,9 +55,11 @@ class SwitchGuard:
     results_dir: str
     shell: Shell = field(default=no_shell, repr=False)
     log: Log = field(default=print, repr=False)
-    # The source's files that go when the switch commits: its gate record for node exporter,
-    # kept through the switch so that a rollback serves it with its record.
+    # Each side's files that go with it, its gate record for node exporter: the source's
+    # when the switch commits (kept until then: a rollback serves it again with its record),
+    # the target's when the switch rolls back.
     source_leftovers: tuple[str, ...] = ()
+    target_leftovers: tuple[str, ...] = ()
     stage: Stage = Stage.STAGING
     stage_started: float = field(default_factory=time.time)
     stopped_at: float | None = None
@@ -146,8 +148,8 @@ class SwitchGuard:
         """The new model passed its proofs: record it as the one serving."""
         self.enter(Stage.COMMITTED)
         command = record_command(self.record_path, self.plan.committed)
-        if self.source_leftovers:
-            command += " && rm -f " + " ".join(shlex.quote(p) for p in self.source_leftovers)
+        if self.source_leftovers:  # the record is what counts: a removal never fails it
+            command += f" && {{ {remove_command(self.source_leftovers)} || true; }}"
         ok, _, stderr = self.shell(command)
         if not ok:
             raise ProofFailed(
@@ -175,6 +177,8 @@ class SwitchGuard:
                 f"ROLLBACK FAILED TOO: {exc}\n{self.where()}"
             ) from None
         self.write_record(self.plan.rolled_back(why, time.time()))
+        if self.target_leftovers:  # best effort, as the record: the rollback is what counts
+            self.shell(f"{remove_command(self.target_leftovers)} || true")
         self.enter(Stage.ROLLED_BACK)
         raise SwitchFailed(
             f"switch {source.model} -> {self.plan.target} FAILED: {why}\n"
@@ -288,3 +292,7 @@ def save_switch(results_dir: Path, summary: dict[str, Any]) -> Path:
     path = directory / f"{stamp}-switch-{summary['from']}-to-{summary['to']}.json"
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
+
+
+def remove_command(paths: tuple[str, ...]) -> str:
+    return "rm -f " + " ".join(shlex.quote(p) for p in paths)

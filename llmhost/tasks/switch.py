@@ -106,6 +106,9 @@ def switch_guard(
         shell=guest_run,
         log=say,
         source_leftovers=(gate_textfile(source),) if source and source not in co_served else (),
+        target_leftovers=(gate_textfile(cfg.served_model),)
+        if source and cfg.served_model not in co_served
+        else (),
     )
     interrupt.describe_state_with(guard.on_interrupt)
     for note in plan.notes:

@@ -91,6 +91,22 @@ def test_a_rollback_serves_the_old_model_again_and_records_it() -> None:
     assert "systemctl enable --now llmhost-a.service" in guest.commands[0]
     record = guest.commands[1]
     assert "serving.json.tmp" in record and '"failed"' in record and '"current": "a"' in record
+    assert len(guest.commands) == 2  # no leftovers named, none removed
+
+
+def test_a_rollback_removes_the_targets_leftovers_after_its_record_and_keeps_the_sources() -> None:
+    guest = Guest()
+    with FakeVLLM() as server:
+        g = guard(guest, server.url)
+        g.source_leftovers = ("/x/llmhost_gate_a.prom",)
+        g.target_leftovers = ("/x/llmhost_gate_b.prom",)
+        for stage in (Stage.STOPPING, Stage.STOPPED, Stage.STARTING, Stage.LOADING):
+            g.enter(stage)
+        with pytest.raises(SwitchFailed):
+            g.roll_back(ProofFailed("correctness FAILED for b"))
+    assert '"failed"' in guest.commands[1]
+    assert guest.commands[2] == "rm -f /x/llmhost_gate_b.prom || true"
+    assert not any("llmhost_gate_a" in c for c in guest.commands)
 
 
 def test_a_rollback_that_cannot_start_the_old_model_says_where_the_guest_stands() -> None:
@@ -137,9 +153,9 @@ def test_the_commit_removes_the_sources_leftovers_after_the_record_and_only_then
     g.answered()
     assert not any("llmhost_gate_a" in c for c in guest.commands)  # a rollback still needs it
     g.commit()
-    record, removal = guest.commands[-1].split(" && rm -f ")
+    record, removal = guest.commands[-1].split(" && { rm -f ")
     assert '"current": "b"' in record
-    assert removal == "/var/lib/prometheus/node-exporter/llmhost_gate_a.prom"
+    assert removal == "/var/lib/prometheus/node-exporter/llmhost_gate_a.prom || true; }"
 
 
 def test_a_busy_old_model_does_not_hold_the_stop_back_and_downtime_counts_from_the_stop() -> None:
