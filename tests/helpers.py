@@ -509,6 +509,8 @@ class Stream:
     # per choice (its index): whether any text came, and the finish_reason it ended with
     texted: set[int] = field(default_factory=set)
     finished: dict[int, str] = field(default_factory=dict)
+    # error objects sent inside the stream (vLLM still ends such a stream with [DONE])
+    stream_errors: list[str] = field(default_factory=list)
 
 
 def stream_completion(
@@ -547,12 +549,15 @@ def stream_completion(
                     result.done = True
                     continue
                 chunk = json.loads(data)
+                if chunk.get("error"):
+                    result.stream_errors.append(json.dumps(chunk["error"])[:200])
                 for choice in chunk.get("choices", []):
+                    index = choice.get("index", 0)
                     if choice.get("text"):
                         result.text_chunks += 1
-                        result.texted.add(choice["index"])
+                        result.texted.add(index)
                     if choice.get("finish_reason"):
-                        result.finished[choice["index"]] = choice["finish_reason"]
+                        result.finished[index] = choice["finish_reason"]
                 if chunk.get("usage"):
                     result.completion_tokens = int(chunk["usage"]["completion_tokens"])
     except Exception as e:  # noqa: BLE001 - a broken stream is the finding, not a crash
@@ -668,7 +673,8 @@ class BackToBackStreams:
     def uncut(self, s: Stream) -> bool:
         """Each choice that began arrived whole (max_tokens tokens, finish_reason "length"),
         and [DONE]. vLLM may begin fewer than n choices of a request that comes in the instant
-        its stop begins: those it never began are refused, not cut."""
+        its stop begins: those that got no text are refused, not cut (an error sent in the
+        stream about them is kept in stream_errors, for the record)."""
         return (
             s.status == 200
             and not s.error

@@ -138,16 +138,20 @@ def test_each_gated_models_last_pass_reaches_prometheus_as_the_guest_records_it(
         return {r["metric"]["model"]: int(float(r["value"][1])) for r in result}
 
     def seen() -> str:
-        files = guest_sh(sandbox, f"grep -H timestamp {gate_textfile('*')} || true")
-        errors = api(prometheus_url, "query", query="node_textfile_scrape_error")["result"]
-        targets = [
-            (t["scrapeUrl"], t["health"], t["lastError"], t["lastScrape"])
-            for t in api(prometheus_url, "targets")["activeTargets"]
-        ]
-        return (
-            f"Prometheus held {exported()}; the guest's files: {files}; textfile errors: "
-            f"{[(e['metric'].get('instance'), e['value'][1]) for e in errors]}; targets {targets}"
-        )
+        try:
+            files = guest_sh(sandbox, f"grep -H timestamp {gate_textfile('*')} || true")
+            errors = api(prometheus_url, "query", query="node_textfile_scrape_error")["result"]
+            targets = [
+                (t["scrapeUrl"], t["health"], t["lastError"], t["lastScrape"])
+                for t in api(prometheus_url, "targets")["activeTargets"]
+            ]
+            return (
+                f"Prometheus held {exported()}; the guest's files: {files}; textfile errors: "
+                f"{[(e['metric'].get('instance'), e['value'][1]) for e in errors]}; "
+                f"targets {targets}"
+            )
+        except Exception as e:  # noqa: BLE001 - the wait's own failure is the finding
+            return f"(what Prometheus held could not be read: {type(e).__name__}: {e})"
 
     # Two scrapes at most on a normal day; a minute, as for every target up, on a slow one.
     wait_until(

@@ -23,6 +23,7 @@ import requests
 
 from llmhost.config.guest import GuestConfig
 from llmhost.guest import script as script_source
+from llmhost.monitoring import gate_textfile
 from llmhost.proofs.readiness import probe_once, wait_ready
 from llmhost.render import drain_wait_path, render_unit
 from llmhost.testbed.sandbox import SandboxState
@@ -136,6 +137,7 @@ def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -
     seen = "; ".join(
         f"{s.started:.1f}-{s.ended:.1f} {s.status} {s.completion_tokens} tokens "
         f"{len(s.texted)} choices {sorted(s.finished.items())} [DONE] {s.done} {s.error[:80]}"
+        f"{' stream errors ' + str(s.stream_errors) if s.stream_errors else ''}"
         for s in streams
     )
     for s in streams:
@@ -153,8 +155,10 @@ def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -
     assert stop < out.index("READY tiny-llama at") < out.index(f"draft A/B {B} c=1")
     assert f"SWITCH {A} -> {B}: done" in out and "downtime (last answer -> first answer)" in out
     assert record(sandbox) == {"current": B, "previous": [A]}
-    # The previous model's unit stays on disk, disabled, for the next rollback.
+    # The previous model's unit stays on disk, disabled, for the next rollback; its gate
+    # record for node exporter went with the commit (kept until then for a rollback).
     assert unit_state(sandbox, A) == ("inactive", "disabled")
+    assert guest_sh(sandbox, f"test -e {gate_textfile(A)} && echo left || echo gone") == "gone"
     assert guest_sh(sandbox, f"ls /etc/systemd/system/llmhost-{A}.service") != ""
     conflicts = guest_sh(sandbox, f"systemctl show -p Conflicts --value llmhost-{B}.service")
     assert f"llmhost-{A}.service" in conflicts.split()
@@ -257,6 +261,9 @@ def test_a_switch_that_fails_rolls_back_by_itself(
     assert_serves_again(sandbox, A, run.output)
     assert unit_state(sandbox, model) == ("inactive", "disabled")
     assert record(sandbox)["failed"]["model"] == model
+    # Node exporter holds no gate record of the model not served (GateStale for it would
+    # fire in an hour).
+    assert guest_sh(sandbox, f"test -e {gate_textfile(model)} && echo left || echo gone") == "gone"
     # The next converge does not stop the working model to try the same load again.
     again = pyinfra(*SERVE, "--data", f"served_model={model}")
     assert again.rc != 0 and f"{model} failed its proofs at" in again.output, again.tail()
