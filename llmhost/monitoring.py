@@ -8,9 +8,10 @@ pyinfra reaches each host on (`ssh_hostname`, else its name): the site's own nam
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from llmhost.config.monitoring import MetricsSettings, MonitoringSettings
@@ -195,6 +196,15 @@ def gate_text(model: str, when: int, max_age_s: int) -> str:
         "# TYPE llmhost_gate_max_age_seconds gauge\n"
         f'llmhost_gate_max_age_seconds{{model="{model}"}} {max_age_s}\n'
     )
+
+
+def gate_pass_export(model: str, max_age_s: int, gated: bool) -> Callable[[int], str]:
+    """What a pass of the load proofs tells node exporter, given its time: the gate's record
+    where the gate runs; nothing where it is off and a draft A/B passed alone (hooks exports
+    no record then, so none is left for GateStale to fire on)."""
+    if not gated:
+        return lambda when: "true"
+    return functools.partial(gate_textfile_command, model, max_age_s=max_age_s)
 
 
 def gate_textfile_command(model: str, when: int, max_age_s: int) -> str:

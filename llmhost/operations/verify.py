@@ -12,7 +12,6 @@ it and, during a switch, rolls it back first.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import shlex
 import time
@@ -29,6 +28,7 @@ from llmhost.facts.files import MatchingFiles, PathStates
 from llmhost.monitoring import (
     GATE_TEXTFILE_PATTERN,
     TEXTFILE_DIR,
+    gate_pass_export,
     gate_text,
     gate_textfile,
     gate_textfile_command,
@@ -153,7 +153,7 @@ def load_proofs(
     + correctness: the unit's correctness record; the A/B restarts the unit, and a proven
       unit's proof carries over to the run it gives back (the same inputs) when all passed
     """
-    export = functools.partial(gate_textfile_command, run.model, max_age_s=cadence.max_age_s)
+    export = gate_pass_export(run.model, cadence.max_age_s, gated=gate)
     record = PassRecord(cadence.record, export)
     verdicts = guard.verdicts if guard is not None else None
 

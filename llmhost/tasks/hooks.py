@@ -102,13 +102,13 @@ def hooks(
 
 def export_gate_records(cfg: GuestConfig, node_exporter: bool, keep: tuple[str, ...] = ()) -> None:
     """Each gated model's last pass (0: none) for node exporter, before its load proofs;
-    where node exporter is neither installed nor installed by this run, nothing."""
-    if not cfg.verify.throughput_gate:
-        return
+    with the throughput gate off, none: the files left from when it was on go, or GateStale
+    would fire for a gate that no run measures. Where node exporter is neither installed nor
+    installed by this run, nothing."""
     records = {
         model: (int(last_pass_of(cfg, model) or 0), cfg.verify.max_age_s)
         for model, _ in cfg.units_and_ports()
-        if cfg.bench_for(model)
+        if cfg.verify.throughput_gate and cfg.bench_for(model)
     }
     gate_exports(
         name="node exporter: the last passing gate of each model",

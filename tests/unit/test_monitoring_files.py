@@ -21,6 +21,7 @@ from llmhost.monitoring import (
     SiteHost,
     defaults_file,
     exporter_listen,
+    gate_pass_export,
     gate_text,
     gate_textfile,
     gate_textfile_command,
@@ -322,10 +323,29 @@ def test_no_gate_record_is_written_where_node_exporter_is_not_yet_installed() ->
 
 def test_a_switchs_source_keeps_its_gate_record_until_the_switch_commits() -> None:
     """A switch that fails rolls back to its source, which then serves again on the record it
-    had: the export during the switch leaves that file alone (the next converge after a
-    commit removes it)."""
+    had: the export during the switch leaves that file alone (the switch's commit removes it,
+    as does any export without the switch)."""
     source = gate_textfile("tiny-llama")
     guest = GuestFacts({source: gate_text("tiny-llama", 1796182380, 600)})
     commands = gate_export_commands(guest, {"tiny-llama-alt": (0, 600)}, keep=("tiny-llama",))
     assert len(commands) == 1 and gate_textfile("tiny-llama-alt") in commands[0]
     assert gate_export_commands(guest, {"tiny-llama-alt": (0, 600)})[0] == f"rm -f {source}"
+
+
+def test_with_the_gate_off_the_files_left_from_when_it_was_on_go() -> None:
+    """A site that turns verify.throughput_gate off exports no record (hooks), so the files
+    its earlier gates wrote are removed: no GateStale for a gate no run measures."""
+    left = gate_textfile("tiny-llama")
+    guest = GuestFacts({left: gate_text("tiny-llama", 1796182380, 600)})
+    assert gate_export_commands(guest, {}) == [f"rm -f {left}"]
+    empty = GuestFacts({})
+    assert gate_export_commands(empty, {}) == []
+    assert empty.noops == ["node exporter's gate records are up to date"]
+
+
+def test_a_pass_exports_the_gates_record_only_where_the_gate_runs() -> None:
+    """With the gate off, a draft A/B that passes alone records its time for the cadence
+    (load.py) but tells node exporter nothing: hooks would remove it again at the next run."""
+    gated = gate_pass_export("tiny-llama", 600, gated=True)(1796182380)
+    assert gated == gate_textfile_command("tiny-llama", 1796182380, 600)
+    assert gate_pass_export("tiny-llama", 600, gated=False)(1796182380) == "true"
