@@ -13,7 +13,6 @@ it and, during a switch, rolls it back first.
 from __future__ import annotations
 
 import hashlib
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from llmhost.monitoring import (
 from llmhost.operations.log import say
 from llmhost.operations.serving import touched
 from llmhost.operations.step import engine_step
+from llmhost.proofs.base import remove_command
 from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.proofs.load import DraftAB, PassRecord, run_load_proofs, wanted
 from llmhost.proofs.sweep import BenchRun
@@ -204,6 +204,6 @@ def gate_exports(
         host.noop("node exporter's gate records are up to date")
         return
     if stale:
-        yield "rm -f " + " ".join(shlex.quote(path) for path in stale)
+        yield remove_command(stale)
     for model, when, age in due:
         yield gate_textfile_command(model, when, age)

@@ -67,6 +67,11 @@ def no_shell(command: str) -> tuple[bool, str, str]:
     raise ProofFailed(f"no guest shell to run: {command.split()[0] if command else command!r}")
 
 
+def remove_command(paths: tuple[str, ...] | list[str]) -> str:
+    """A guest command that removes `paths`, those absent included."""
+    return "rm -f " + " ".join(shlex.quote(p) for p in paths)
+
+
 def write_text_command(path: str, text: str) -> str:
     """A guest command that writes `text` and a newline to `path` atomically (a temp file,
     then rename), creating its directory: how llmhost's records on a guest are written."""

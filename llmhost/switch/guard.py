@@ -19,7 +19,14 @@ from typing import Any
 from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted, interruptible
 from llmhost.naming import ab_unit_name, unit_name
-from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell, write_text_command
+from llmhost.proofs.base import (
+    Log,
+    ProofFailed,
+    Shell,
+    no_shell,
+    remove_command,
+    write_text_command,
+)
 from llmhost.proofs.correct import CorrectnessCheck, CorrectnessRecord
 from llmhost.switch.plan import ServingRecord, SwitchPlan
 from llmhost.switch.stages import NEXT, ROLL_BACK_FROM, Stage, first_stage, where
@@ -292,7 +299,3 @@ def save_switch(results_dir: Path, summary: dict[str, Any]) -> Path:
     path = directory / f"{stamp}-switch-{summary['from']}-to-{summary['to']}.json"
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
-
-
-def remove_command(paths: tuple[str, ...]) -> str:
-    return "rm -f " + " ".join(shlex.quote(p) for p in paths)
