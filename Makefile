@@ -84,7 +84,11 @@ demo: site
 # phases that judge speed run alone first; the GRUB VM then runs beside the rest at idle CPU
 # priority (docs/testing.md says why).
 # `make test PHASES="unit integration/test_switch"` runs only the phases starting so.
+# It starts from the sandbox of one guest and a freshly reset stand-in, whatever an
+# interrupted run (or a `make fleet-up`) left: the fleet's copy is removed first.
 test: sandbox-up standin-up
+	$(PY) -m llmhost.cli replica down
+	$(PY) -m llmhost.cli standin reset
 	$(PY) tests/run_phases.py $(addprefix --only ,$(PHASES))
 
 # Language-level correctness on a real model from PyPI (SmolLM2-135M; ~3 minutes; in make test).

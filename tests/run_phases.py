@@ -150,7 +150,7 @@ def phases() -> list[Phase]:
 
 def exec_true_seconds(runs: int = 3) -> float | None:
     """The day's speed: median wall time of `pyinfra <guest> exec -- true` (connect + one
-    command); None when the guest cannot be reached (the phases will say why)."""
+    command); None when the guest cannot be reached, with pyinfra's last lines saying why."""
     key = REPO / ".sandbox" / "id_ed25519"
     argv = [
         *(PYINFRA, "-y", SANDBOX_IP, "--ssh-user", "root", "--ssh-key", str(key)),
@@ -162,6 +162,9 @@ def exec_true_seconds(runs: int = 3) -> float | None:
         start = time.perf_counter()
         proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
+            why = (proc.stdout + proc.stderr).strip().splitlines()[-6:]
+            print(f"[make test] exec -- true on {SANDBOX_IP} failed (rc {proc.returncode}):")
+            print("".join(f"  ! {line[:200]}\n" for line in why), end="", flush=True)
             return None
         times.append(time.perf_counter() - start)
     return round(statistics.median(times), 3)

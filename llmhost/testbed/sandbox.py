@@ -392,7 +392,11 @@ def up() -> SandboxState:
     find_links = start_wheel_server()
     if not container_exists():
         create_container(key)
-    authorize_key(key)
+    # Every guest kept from an earlier checkout (the fleet's copy too) lets this one's key in:
+    # a site run that cannot reach one of its hosts fails for all of them.
+    for name in (CONTAINER, REPLICA_CONTAINER):
+        if container_exists(name):
+            authorize_key(key, name)
     if not container_running():
         _run(["lxc-start", "-n", CONTAINER, "-d"])
         log("container started")
