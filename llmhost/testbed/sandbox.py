@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,17 +141,36 @@ def _check_alive(name: str) -> None:
         raise SandboxError(f"{name} exited right after start; its log ends:\n{tail}")
 
 
+def _listens(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((BRIDGE_IP, port)) == 0
+
+
 def _wait_port(port: int, timeout: float = 30) -> None:
-    import socket
-
-    def listens() -> bool:
-        with socket.socket() as s:
-            s.settimeout(1)
-            return s.connect_ex((BRIDGE_IP, port)) == 0
-
-    if until(listens, timeout, every_s=0.3):
+    if until(lambda: _listens(port), timeout, every_s=0.3):
         return
     raise SandboxError(f"nothing listens on {BRIDGE_IP}:{port} after {timeout}s (see {STATE_DIR})")
+
+
+def _holder(port: int) -> str:
+    """Who listens on the bridge's port, as `ss` names it (pid and command), for the log."""
+    out = _run(["ss", "-Hltnp", f"sport = :{port}"], check=False).stdout
+    found = re.search(r'\(\("([^"]+)",pid=(\d+)', out)
+    return f"pid {found.group(2)}, {found.group(1)}" if found else "a process ss does not name"
+
+
+def _start_daemon(name: str, cmd: list[str], port: int, env: dict[str, str] | None = None) -> None:
+    """One of the sandbox's servers on the bridge, started unless it runs. Where another
+    process already serves its port (another checkout's sandbox on this machine: the bridge
+    and its ports are the machine's), that one is used, and the log says so; starting a
+    second copy would only see it die on the taken port, silently."""
+    if not _pid_alive(STATE_DIR / f"{name}.pid") and _listens(port):
+        log(f"{name}: {BRIDGE_IP}:{port} is already served ({_holder(port)}): using it")
+        return
+    _spawn(name, cmd, env=env)
+    _wait_port(port)
+    _check_alive(name)
 
 
 def start_apt_proxy() -> None:
@@ -166,7 +187,7 @@ def start_apt_proxy() -> None:
     (conf / "backends_debian").write_text(main.rstrip("/") + "/\n")
     cache = STATE_DIR / "acng-cache"
     cache.mkdir(exist_ok=True)
-    _spawn(
+    _start_daemon(
         "apt-cacher-ng",
         [
             acng,
@@ -180,16 +201,15 @@ def start_apt_proxy() -> None:
             f"PidFile={STATE_DIR / 'acng-own.pid'}",
             f"SocketPath={STATE_DIR / 'acng.socket'}",
         ],
+        APT_PROXY_PORT,
     )
-    _wait_port(APT_PROXY_PORT)
-    _check_alive("apt-cacher-ng")
 
 
 def start_pypi_proxy() -> None:
     """proxpi, waiting for whole downloads instead of redirecting the guest upstream."""
     cache = STATE_DIR / "proxpi-cache"
     cache.mkdir(exist_ok=True)
-    _spawn(
+    _start_daemon(
         "proxpi",
         [
             sys.executable,
@@ -204,6 +224,7 @@ def start_pypi_proxy() -> None:
             str(PYPI_PROXY_PORT),
             "--with-threads",
         ],
+        PYPI_PROXY_PORT,
         env={
             "PROXPI_CACHE_DIR": str(cache),
             "PROXPI_CACHE_SIZE": str(12 * 1024**3),
@@ -212,8 +233,6 @@ def start_pypi_proxy() -> None:
             "PROXPI_READ_TIMEOUT": "120",
         },
     )
-    _wait_port(PYPI_PROXY_PORT)
-    _check_alive("proxpi")
 
 
 def local_wheel_dirs() -> list[Path]:
@@ -226,7 +245,7 @@ def start_wheel_server() -> list[str]:
     dirs = local_wheel_dirs()
     if not dirs:
         return []
-    _spawn(
+    _start_daemon(
         "wheels",
         [
             sys.executable,
@@ -238,9 +257,8 @@ def start_wheel_server() -> list[str]:
             "--directory",
             str(dirs[0]),
         ],
+        WHEELS_PORT,
     )
-    _wait_port(WHEELS_PORT)
-    _check_alive("wheels")
     return [f"http://{BRIDGE_IP}:{WHEELS_PORT}/"]
 
 
