@@ -82,6 +82,18 @@ def test_the_phase_beside_is_waited_for_and_reported_after_the_others(tmp_path: 
     assert (tmp_path / "slow.log").read_text() == "vm done\n"
 
 
+def test_the_phase_beside_is_timed_to_its_own_end_not_to_the_phases_after_it(
+    tmp_path: Path,
+) -> None:
+    """The VM ended after 7.5 minutes and read as 19: it was timed when the runner came back
+    to it, after the phases beside it."""
+    beside = Phase("quick", [sys.executable, "-c", "pass"], beside=True)
+    after = Phase("long", [sys.executable, "-c", "import time; time.sleep(3)"])
+    outcomes, _ = run_phases.run_all([beside, after], tmp_path, time.monotonic())
+    took = {o.name: o.seconds for o in outcomes}
+    assert took["long"] >= 3 and took["quick"] < 2, took
+
+
 def test_ctrl_c_in_a_phase_stops_the_one_beside_it_and_names_both(tmp_path: Path) -> None:
     marker = tmp_path / "vm-stopped"
     sleeper = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(300)"
