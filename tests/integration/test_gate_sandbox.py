@@ -83,8 +83,8 @@ def drill_data(results_dir: str) -> str:
 
 @pytest.fixture(scope="module")
 def gates(sandbox: SandboxState, served: GuestConfig, verify_data: str) -> list[Run]:
-    # Cold, as after a fresh sandbox: restarted unless it started moments ago (the module's
-    # own first deploy, on a fresh sandbox).
+    # Cold, as after a fresh sandbox: restarted unless it started moments ago (a first deploy,
+    # or the module before this one serving the default model again).
     started = f'$(date -d "$(systemctl show -p ActiveEnterTimestamp --value {UNIT})" +%s)'
     age = int(guest_sh(sandbox, f"echo $(( $(date +%s) - {started} ))") or 10**6)
     if age > 120:

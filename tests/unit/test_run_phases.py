@@ -24,6 +24,9 @@ def test_every_phase_that_judges_speed_runs_before_the_vm_starts_beside_the_rest
     assert quiet and max(quiet) < vm, names
     for module in run_phases.QUIET_MODULES:
         assert names.index(f"integration/{module}") < vm
+    # In their own order, the gate module last of them (after the first deploy's slow spell).
+    order = [n.removeprefix("integration/") for n in names[:vm] if n.startswith("integration/")]
+    assert order == list(run_phases.QUIET_MODULES) and order[-1] == "test_gate_sandbox"
     # Every phase is still there: the other modules, language and state after the VM.
     assert vm < names.index("language") < names.index("state/host")
     modules = sorted(Path(run_phases.REPO, "tests", "integration").glob("test_*.py"))
