@@ -119,6 +119,13 @@ def probe_once(
     return Readiness(True, "ready", "health, models and a 1-token completion OK", 0, text, models)
 
 
+# How often a wait looks at the unit for a crash. A unit that exits with a usage error sits in
+# systemd's auto-restart for RestartSec (10 s) and then imports vLLM again (~10 s) before it
+# exits again: looked at only with the progress line, every 15 s, that state was missed for
+# a minute (a bad flag's rollback drill: 61 s to a verdict the first exit gives).
+CRASH_CHECK_EVERY_S = 4.0
+
+
 def wait_ready(
     base_url: str,
     served_name: str,
@@ -130,18 +137,19 @@ def wait_ready(
     *,
     headers: Headers = None,
     http: requests.Session | None = None,
+    crash_every_s: float = CRASH_CHECK_EVERY_S,
 ) -> Readiness:
     """Poll until ready or timeout; `crash_check` returns a reason to give up early.
 
     A server that refuses the key (stage "auth") will not change its mind: no more polling.
     """
     start = time.monotonic()
-    last_log = -progress_every_s
+    last_log = last_crash_check = -max(progress_every_s, crash_every_s)
     latest: Readiness | None = None
 
     def settled() -> bool:
         """Ready, or an answer that waiting will not change (a refused key, a crash)."""
-        nonlocal last_log, latest
+        nonlocal last_log, last_crash_check, latest
         result = probe_once(base_url, served_name, headers=headers, http=http)
         waited = time.monotonic() - start
         result = latest = replace(result, waited_s=round(waited, 1))
@@ -150,7 +158,9 @@ def wait_ready(
         if waited - last_log >= progress_every_s:
             log(f"waiting for {base_url} ({waited:.0f}s / {timeout_s:.0f}s): {result.detail}")
             last_log = waited
-            crashed = crash_check() if crash_check else None
+        if crash_check and waited - last_crash_check >= crash_every_s:
+            last_crash_check = waited
+            crashed = crash_check()
             if crashed:
                 latest = replace(result, stage="crashed", detail=crashed)
                 return True

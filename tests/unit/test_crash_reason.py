@@ -3,7 +3,13 @@ a usage error at its first exit, any other crash after two restarts, a load neve
 
 from __future__ import annotations
 
-from llmhost.proofs.readiness import crash_reason
+import re
+import socket
+import time
+from pathlib import Path
+
+from llmhost import render
+from llmhost.proofs.readiness import CRASH_CHECK_EVERY_S, crash_reason, wait_ready
 
 UNIT = "llmhost-tiny-llama.service"
 
@@ -38,3 +44,38 @@ def test_a_running_unit_is_waited_for_whatever_its_last_exit_was() -> None:
     state = {"SubState": "running", "ExecMainStatus": "2", "NRestarts": "1"}
     assert crash_reason(UNIT, state, restarts_before=1) is None
     assert crash_reason(UNIT, {}, restarts_before=0) is None
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_crash_seen_only_between_progress_lines_still_stops_the_wait() -> None:
+    """A unit exited with a usage error shows it only while systemd waits to restart it
+    (auto-restart, RestartSec); the wait looks for it more often than it prints progress."""
+    start = time.monotonic()
+
+    def auto_restart_window() -> str | None:  # as crash_reason says during the window only
+        return "usage error" if 1.5 <= time.monotonic() - start < 2.8 else None
+
+    result = wait_ready(
+        f"http://127.0.0.1:{closed_port()}",
+        "m",
+        timeout_s=8,
+        log=lambda _: None,
+        interval_s=0.2,
+        progress_every_s=15,
+        crash_check=auto_restart_window,
+        crash_every_s=1.0,
+    )
+    assert result.stage == "crashed" and result.detail == "usage error", result
+    assert result.waited_s < 3, result
+
+
+def test_the_crash_cadence_fits_inside_the_units_restart_pause() -> None:
+    unit = (Path(render.__file__).parent / "templates" / "vllm.service.j2").read_text()
+    found = re.search(r"^RestartSec=(\d+)", unit, re.M)
+    assert found, "RestartSec not in the unit template"
+    assert float(found.group(1)) > 2 * CRASH_CHECK_EVERY_S
