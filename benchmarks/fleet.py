@@ -284,6 +284,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the second replica up")
     args = parser.parse_args()
     made = not replica.exists()
+    rolls: list[dict[str, object]] = []
     if made:
         replica.up()
     try:
@@ -298,13 +299,15 @@ def main() -> int:
         direct_targets = [f"http://{state.ip}:8000", f"http://{REPLICA_IP}:8000"]
         client_up()
         throughput = {DEFAULT_MODEL: router_against_direct(DEFAULT_MODEL, direct_targets)}
-        rolls = [roll(LANGUAGE_MODEL)]
+        rolls.append(roll(LANGUAGE_MODEL))
         throughput[LANGUAGE_MODEL] = router_against_direct(LANGUAGE_MODEL, direct_targets)
         rolls.append(roll(DEFAULT_MODEL))
     finally:
         client_down()
         if made and not args.keep:
             replica.down()
+            site()
+        elif len(rolls) == 1:  # stopped on the language model: the fleet back on the default
             site()
     r_one, r_both = statistics.median(noop_one), statistics.median(noop_both)
     tput = throughput[JUDGED_ON]["ratio"]

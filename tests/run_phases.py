@@ -123,6 +123,7 @@ QUIET_MODULES = (
 # quiet phase; the rest (drills that load models and judge no speed) run in a phase of their
 # own, `<module>/rest`, beside the VM, where the CPU their model loads leave idle goes to it.
 SPLIT_MODULES = ("test_switch_sandbox",)
+assert set(SPLIT_MODULES) <= set(QUIET_MODULES), "a split module's quiet half needs its place"
 
 
 def phases() -> list[Phase]:

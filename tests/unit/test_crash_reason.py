@@ -58,7 +58,7 @@ def test_a_crash_seen_only_between_progress_lines_still_stops_the_wait() -> None
     start = time.monotonic()
 
     def auto_restart_window() -> str | None:  # as crash_reason says during the window only
-        return "usage error" if 1.5 <= time.monotonic() - start < 2.8 else None
+        return "usage error" if 1.5 <= time.monotonic() - start < 4.0 else None
 
     result = wait_ready(
         f"http://127.0.0.1:{closed_port()}",
@@ -71,7 +71,7 @@ def test_a_crash_seen_only_between_progress_lines_still_stops_the_wait() -> None
         crash_every_s=1.0,
     )
     assert result.stage == "crashed" and result.detail == "usage error", result
-    assert result.waited_s < 3, result
+    assert result.waited_s < 5, result
 
 
 def test_the_crash_cadence_fits_inside_the_units_restart_pause() -> None:
