@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -754,3 +755,10 @@ class RouterTraffic:
                     self.tally.failed.append((sent, f"{r.status_code} {r.text[:120]}"))
             except requests.RequestException as exc:
                 self.tally.failed.append((sent, f"{type(exc).__name__}: {exc}"))
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound for a moment by the OS, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

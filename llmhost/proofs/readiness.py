@@ -144,7 +144,7 @@ def wait_ready(
     A server that refuses the key (stage "auth") will not change its mind: no more polling.
     """
     start = time.monotonic()
-    last_log = last_crash_check = -max(progress_every_s, crash_every_s)
+    last_log, last_crash_check = -progress_every_s, -crash_every_s  # both due at once
     latest: Readiness | None = None
 
     def settled() -> bool:

@@ -4,12 +4,12 @@ a usage error at its first exit, any other crash after two restarts, a load neve
 from __future__ import annotations
 
 import re
-import socket
 import time
 from pathlib import Path
 
 from llmhost import render
 from llmhost.proofs.readiness import CRASH_CHECK_EVERY_S, crash_reason, wait_ready
+from tests.helpers import free_port
 
 UNIT = "llmhost-tiny-llama.service"
 
@@ -46,12 +46,6 @@ def test_a_running_unit_is_waited_for_whatever_its_last_exit_was() -> None:
     assert crash_reason(UNIT, {}, restarts_before=0) is None
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_crash_seen_only_between_progress_lines_still_stops_the_wait() -> None:
     """A unit exited with a usage error shows it only while systemd waits to restart it
     (auto-restart, RestartSec); the wait looks for it more often than it prints progress."""
@@ -61,7 +55,7 @@ def test_a_crash_seen_only_between_progress_lines_still_stops_the_wait() -> None
         return "usage error" if 1.5 <= time.monotonic() - start < 4.0 else None
 
     result = wait_ready(
-        f"http://127.0.0.1:{closed_port()}",
+        f"http://127.0.0.1:{free_port()}",
         "m",
         timeout_s=8,
         log=lambda _: None,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from llmhost.testbed import sandbox
+from tests.helpers import free_port
 
 
 @pytest.fixture
@@ -30,12 +31,6 @@ def taken_port() -> Iterator[int]:
         s.bind(("127.0.0.1", 0))
         s.listen()
         yield s.getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_port_served_by_another_process_is_used_and_said_so(
