@@ -12,6 +12,9 @@ pydantic SecretStr, and becomes a header value only inside them, so no pyinfra o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
+
 from pyinfra import host, inventory
 from pyinfra.api import deploy
 
@@ -59,9 +62,12 @@ def hooks(
     `node_exporter`: this run installs node exporter on the guest (its textfile directory)."""
     restarts = restarts or {}
     api_key = secrets.api_key
+    # The guest's record of each model's last passing gate, read once a run: the export for
+    # node exporter and the gate's cadence both need it (each read is a command on the guest).
+    last_pass = cache(lambda model: last_pass_of(cfg, model))
     if site_is_monitored(inventory):
         source = switch.plan.source if switch is not None else None
-        export_gate_records(cfg, node_exporter, keep=(source,) if source else ())
+        export_gate_records(cfg, node_exporter, last_pass, keep=(source,) if source else ())
     for model, port in cfg.units_and_ports():
         profile = cfg.profile_for(model)
         endpoint = Endpoint(
@@ -97,16 +103,21 @@ def hooks(
                 shell=guest_run,
                 log=say,
             )
-            prove_throughput(cfg, run, restarts.get(model), guard, proven)
+            prove_throughput(cfg, run, last_pass(model), restarts.get(model), guard, proven)
 
 
-def export_gate_records(cfg: GuestConfig, node_exporter: bool, keep: tuple[str, ...] = ()) -> None:
+def export_gate_records(
+    cfg: GuestConfig,
+    node_exporter: bool,
+    last_pass: Callable[[str], float | None],
+    keep: tuple[str, ...] = (),
+) -> None:
     """Each gated model's last pass (0: none) for node exporter, before its load proofs;
     with the throughput gate off, none: the files left from when it was on go, or GateStale
     would fire for a gate that no run measures. Where node exporter is neither installed nor
     installed by this run, nothing."""
     records = {
-        model: (int(last_pass_of(cfg, model) or 0), cfg.verify.max_age_s)
+        model: (int(last_pass(model) or 0), cfg.verify.max_age_s)
         for model, _ in cfg.units_and_ports()
         if cfg.verify.throughput_gate and cfg.bench_for(model)
     }
@@ -194,10 +205,11 @@ def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
     )
 
 
-def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
+def cadence_for(
+    cfg: GuestConfig, model: str, last_pass: float | None, ops: UnitOps | None
+) -> Cadence:
     """The gate's cadence inputs; the plan is printed now, so --dry shows it too."""
     record = state_record(cfg, model, "last-gate")
-    last_pass = last_pass_of(cfg, model)
     cadence = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record, ops)
     idle = Cadence(cfg.verify.mode, cfg.verify.max_age_s, last_pass, record).decide()
     verdict = ("run: " if idle.run else "skipped: ") + idle.why
@@ -216,6 +228,7 @@ def cadence_for(cfg: GuestConfig, model: str, ops: UnitOps | None) -> Cadence:
 def prove_throughput(
     cfg: GuestConfig,
     run: BenchRun,
+    last_pass: float | None,
     ops: UnitOps | None,
     guard: SwitchGuard | None = None,
     proven: CorrectnessRecord | None = None,
@@ -223,7 +236,7 @@ def prove_throughput(
     """The load proofs, as one step that runs when the cadence says so: the gate's sweep,
     the A/B against that same sweep for a draft, then save and judge."""
     model = run.model
-    cadence = cadence_for(cfg, model, ops)
+    cadence = cadence_for(cfg, model, last_pass, ops)
     ab = None
     if has_ab_unit(cfg, model):
         profile = cfg.profile_for(model)
