@@ -104,6 +104,13 @@ def hooks(
                 log=say,
             )
             prove_throughput(cfg, run, last_pass(model), restarts.get(model), guard, proven)
+        elif bench:
+            # Said, not silent: a reader of the run must not take a run without a sweep for
+            # one that passed its gate.
+            say(
+                f"throughput gate of {model}: off (verify.throughput_gate = false): no sweep, "
+                "no baseline, its last passing gate is left as it was"
+            )
 
 
 def export_gate_records(

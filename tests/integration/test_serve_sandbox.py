@@ -285,3 +285,19 @@ def test_dry_lists_the_load_proofs_as_a_conditional_change_and_runs_nothing(
     assert "throughput gate and draft A/B run: asked for (verify.mode = full)" in run.output
     assert "READY" not in run.output and "benchmark tiny-llama" not in run.output
     assert guest_sh(sandbox, f"cat {record} 2>/dev/null || true") == before
+
+
+@pytest.mark.usefixtures("served")
+def test_with_the_gate_off_the_run_says_so_and_measures_nothing(sandbox: SandboxState) -> None:
+    """verify.throughput_gate = false, asked for on demand (verify=full): readiness and
+    correctness still prove the server; no sweep runs, no baseline or gate record moves, and
+    the run says the gate is off rather than nothing."""
+    record = "/opt/llmhost/state/llmhost-tiny-llama.last-gate"
+    before = guest_sh(sandbox, f"cat {record} 2>/dev/null || true")
+    verify = json.dumps({"mode": "full", "throughput_gate": False})
+    run = pyinfra(*SERVE, "--data", f"verify={verify}")
+    assert run.rc == 0, run.tail()
+    assert "correctness OK for tiny-llama: " in run.output, run.tail()
+    assert "throughput gate of tiny-llama: off (verify.throughput_gate = false)" in run.output
+    assert "benchmark results:" not in run.output and "throughput c=" not in run.output
+    assert guest_sh(sandbox, f"cat {record} 2>/dev/null || true") == before
