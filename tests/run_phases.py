@@ -105,13 +105,11 @@ def pytest_phase(name: str, *args: str, quiet: bool = False) -> Phase:
 # module's proofs and of a site rebuilt after a hard stop, the draft A/Bs (a draft must pay)
 # of the spec-draft module and of the switch to a draft profile, and last the gate module's
 # baselines and regressions, which restarts its server itself. It was put last when the gate's
-# first runs after the guest's first deploy read 20-30% slow (2026-12-06). The cause, found
-# on 2026-12-07: a server's first minutes of load read 10-40% slow on this VM, whenever it
-# started, because vLLM touches never-used KV blocks first and the VM backs a page slowly the
-# first time it is touched. The sandbox's KV cache is now small enough to be walked within
-# the warm-up (llmhost/testbed/catalog.toml), so the order no longer carries the first
-# baseline; it stays, as it costs nothing. The A/Bs alternate their arms, so a slow spell
-# weighs on both.
+# first runs after the guest's first deploy read 20-30% slow (2026-12-06); the cause was any
+# server's first minutes of load on this VM, a walk of its KV cache, now short enough to end
+# within the warm-up (llmhost/testbed/catalog.toml, kv_cache_memory_bytes). The order no
+# longer carries the first baseline; it stays, as it costs nothing. The A/Bs alternate their
+# arms, so a slow spell weighs on both.
 QUIET_MODULES = (
     "test_serve_sandbox",
     "test_site_sandbox",

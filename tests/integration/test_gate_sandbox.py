@@ -162,11 +162,10 @@ def test_the_first_baseline_set_is_within_10_percent_of_what_the_later_runs_meas
     scatter itself (four cold runs of five read as noise), so judging there would pass the
     very fault this looks for (37% low, issue 21). The test prints each level's resolution;
     when no level is resolved it is skipped, saying why, never passed.
-    A server's first minutes of load read 10-40% low on this VM while vLLM walks KV blocks it
-    never touched (docs/evidence/kv-cache-walk-20261207T071200Z.json): with 256 MiB of cache
-    that took the first baseline 10-16% low in recent runs; the sandbox's 32 MiB is walked in
-    the warm-up. A run or two in a slow spell of the host is what the median of five is
-    for."""
+    With 256 MiB of KV cache the first baseline read 10-16% low in the runs of 2026-12-07:
+    a server's first minutes of load walk that cache, slowly on this VM (docs/proofs.md,
+    "What a warm-up cannot warm"); the sandbox's 32 MiB is walked within the warm-up. A run
+    or two in a slow spell of the host is what the median of five is for."""
     assert len(gates) >= QUIET, gates[-1].tail()
     first = baseline_set(gates[FIRST_N - 1].output)  # "set (passing run 5 of 5)"
     assert first is not None, gates[FIRST_N - 1].tail()
