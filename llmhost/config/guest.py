@@ -19,6 +19,7 @@ from llmhost.catalog import (
     BenchProfile,
     ModelProfile,
     SpeculativeConfig,
+    commit_error,
     load_catalog,
     servable_models,
 )
@@ -142,10 +143,55 @@ class CpuVllmInstall(VllmInstall):
         return None
 
 
+# The CUDA build of PyPI's vllm wheel, by release (`uv pip compile` of each on PyPI: 0.17.0-0.19.x
+# resolve torch 2.10.0 with nvidia-cuda-runtime-cu12 12.8.90; 0.20 and later are CUDA 13).
+# A release not listed here is not known to be on PyPI with a CUDA build we can name.
+PYPI_CUDA_BUILDS: dict[tuple[int, int], str] = {
+    (0, 17): "cu128",
+    (0, 18): "cu128",
+    (0, 19): "cu128",
+}
+PYPI_CUDA13_SINCE = (0, 20)
+
+
+def pypi_cuda_build(version: str) -> str | None:
+    """The CUDA variant PyPI's vllm `version` is built on; None where unknown (before 0.17)."""
+    parts = re.match(r"^(\d+)\.(\d+)", version)
+    if not parts:
+        return None
+    minor = (int(parts.group(1)), int(parts.group(2)))
+    if minor >= PYPI_CUDA13_SINCE:
+        return "cu130"
+    return PYPI_CUDA_BUILDS.get(minor)
+
+
 class CudaVllmInstall(VllmInstall):
-    """vLLM's CUDA wheels: the variant picks the index (and the driver it needs)."""
+    """vLLM's CUDA wheels. `index` "pypi" (the default): PyPI's vllm, one CUDA build per
+    release, which `cuda_variant` must name; "vllm": vLLM's own wheel index, where each release
+    has a wheel per variant (a site that reaches wheels.vllm.ai). The variant also sets the
+    driver the wheels need."""
 
     cuda_variant: Literal["cu126", "cu128", "cu129", "cu130"]
+    index: Literal["pypi", "vllm"] = "pypi"
+
+    @model_validator(mode="after")
+    def _variant_on_pypi(self) -> CudaVllmInstall:
+        if self.index != "pypi":
+            return self
+        built = pypi_cuda_build(self.version)
+        if built is None:
+            raise ValueError(
+                f"version {self.version}: PyPI's vllm {self.version} has no CUDA build llmhost "
+                "knows (PyPI's CUDA 12.8 builds are 0.17-0.19, CUDA 13 from 0.20); pin one, "
+                "or set vllm.index 'vllm' to take the variant from vLLM's own wheel index"
+            )
+        if built != self.cuda_variant:
+            raise ValueError(
+                f"cuda_variant {self.cuda_variant}: PyPI's vllm {self.version} is built on "
+                f"{built}; set cuda_variant {built!r}, or vllm.index 'vllm' for "
+                f"vLLM's own wheel index's {self.cuda_variant} build"
+            )
+        return self
 
 
 class ExtraUnit(Strict):
@@ -287,6 +333,9 @@ class GuestBase(Strict):
     # across a switch, and the one name a router's clients ask for while a roll has replicas
     # on two models. The model behind it is in the state document.
     served_aliases: tuple[ServedAlias, ...] = ()
+    # Hub commits for catalog models that pin none (or another commit than the catalog's):
+    # {"kimi-k2.5-eagle3-mla": "<40 hex>"}. A commit, never a branch.
+    model_revisions: dict[str, str] = {}
     port: Port = 8000
     bind_address: str = "0.0.0.0"
     extra_units: tuple[ExtraUnit, ...] = ()
@@ -336,6 +385,20 @@ class GuestBase(Strict):
         if profile is None or profile.draft_only:
             allowed = ", ".join(servable_models(catalogs))
             raise ValueError(f"unknown model {value!r}; allowed: {allowed}")
+        return value
+
+    @field_validator("model_revisions")
+    @classmethod
+    def _revisions_are_commits(cls, value: dict[str, str], info: ValidationInfo) -> dict:
+        catalog = load_catalog(info.data.get("catalogs", ()))
+        for name, revision in value.items():
+            profile = catalog.get(name)
+            if profile is None or profile.source != "hub":
+                hub = ", ".join(sorted(n for n, p in catalog.items() if p.source == "hub"))
+                raise ValueError(f"{name!r}: not a hub model of the catalog; hub models: {hub}")
+            why = commit_error(revision)
+            if why:
+                raise ValueError(f"{name}: {why}")
         return value
 
     @field_validator("served_aliases")
@@ -400,6 +463,7 @@ class GuestBase(Strict):
                     f"this host has {self.accelerator!r}"
                 )
             self._fits(field, name, profile)
+            self._pinned(field, name, profile)
         ports: dict[int, str] = {}
         for unit, port in self.units_and_ports():
             if port in ports:
@@ -414,6 +478,21 @@ class GuestBase(Strict):
     def _fits(self, field: str, name: str, profile: ModelProfile) -> None:
         """A model of the right accelerator also fits this guest (CudaGuest: its GPUs)."""
 
+    def _pinned(self, field: str, name: str, profile: ModelProfile) -> None:
+        """Hub weights a unit needs (its model, its draft) are pinned to a commit."""
+        spec = profile.speculative if name != self.served_model else self.profile.speculative
+        needed = [(name, profile)]
+        if spec is not None and spec.draft is not None:
+            needed.append((spec.draft, self.catalog()[spec.draft]))
+        for model, needs in needed:
+            if needs.source == "hub" and needs.revision is None:
+                what = "" if model == name else f" (the draft of {name!r})"
+                raise ValueError(
+                    f"{field}: model {model!r}{what}: the catalog pins no commit of "
+                    f"{needs.hf_repo}; pin the one you reviewed in group_data: "
+                    f'model_revisions = {{"{model}": "<40-hex commit>"}}'
+                )
+
     def engine_cpus(self) -> set[int]:
         """The CPUs the engine is bound to: none here (CpuGuest says which)."""
         return set()
@@ -426,8 +505,19 @@ class GuestBase(Strict):
         return self.profile_for(self.served_model)
 
     def catalog(self) -> dict[str, ModelProfile]:
-        """The models this site knows: the production catalog plus its `catalogs`."""
-        return load_catalog(self.catalogs)
+        """The models this site knows: the production catalog plus its `catalogs`, with the
+        site's `model_revisions` pinned in."""
+        catalog = load_catalog(self.catalogs)
+        if not self.model_revisions:
+            return catalog
+        return {
+            name: (
+                profile.model_copy(update={"revision": self.model_revisions[name]})
+                if name in self.model_revisions
+                else profile
+            )
+            for name, profile in catalog.items()
+        }
 
     def profile_for(self, model: str) -> ModelProfile:
         profile = self.catalog()[model]

@@ -32,7 +32,25 @@ SHAPES: dict[str, tuple[int, int, int, int, int, int]] = {
     "tiny-llama-draft": (1, 64, 2, 1, 256, 1),
     # Same shape and seed as tiny-llama: byte-identical weights, a draft accepted 100%.
     "tiny-llama-draft-same": (2, 128, 4, 2, 512, 0),
+    # tiny-llama's shape, other weights, and a tokenizer that is custom code (CUSTOM_TOKENIZER):
+    # like Kimi's, it loads only with trust_remote_code, in the server and in every proof.
+    "tiny-llama-custom-tokenizer": (2, 128, 4, 2, 512, 3),
 }
+# The tokenizer class of our own, loaded through tokenizer_config.json's auto_map.
+CUSTOM_TOKENIZER_KINDS = {"tiny-llama-custom-tokenizer"}
+CUSTOM_TOKENIZER_MODULE = "tokenization_llmhost_tiny"
+CUSTOM_TOKENIZER_CLASS = "LlmhostTinyTokenizer"
+CUSTOM_TOKENIZER_CODE = f'''"""The sandbox's tokenizer as custom code (llmhost's test bed): loaded
+through auto_map, so only with trust_remote_code, as Kimi-K2.5's tokenizer is."""
+
+from transformers import PreTrainedTokenizerFast
+
+
+class {CUSTOM_TOKENIZER_CLASS}(PreTrainedTokenizerFast):
+    """The shared byte-level BPE tokenizer under a class of its own."""
+
+    slow_tokenizer_class = None
+'''
 # An EAGLE-3 head for tiny-llama with random weights: it must never pay (0% acceptance).
 EAGLE3_KIND = "tiny-eagle3"
 EAGLE3_TARGET = "tiny-llama"
@@ -104,9 +122,23 @@ def build_model(kind: str, out: Path, tokenizer_dir: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    if kind in CUSTOM_TOKENIZER_KINDS:
+        make_tokenizer_custom_code(tmp)
     (tmp / "llmhost-build.json").write_text(json.dumps({"kind": kind, "seed": seed}) + "\n")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
+
+
+def make_tokenizer_custom_code(model_dir: Path) -> None:
+    """Point tokenizer_config.json at a tokenizer class of our own (auto_map): transformers
+    then refuses to load it without trust_remote_code, whatever loads it."""
+    (model_dir / f"{CUSTOM_TOKENIZER_MODULE}.py").write_text(CUSTOM_TOKENIZER_CODE)
+    path = model_dir / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = CUSTOM_TOKENIZER_CLASS
+    fast = f"{CUSTOM_TOKENIZER_MODULE}.{CUSTOM_TOKENIZER_CLASS}"
+    config["auto_map"] = {"AutoTokenizer": [None, fast]}
+    path.write_text(json.dumps(config, indent=2) + "\n")
 
 
 def build_eagle3(out: Path, tokenizer_dir: Path) -> None:

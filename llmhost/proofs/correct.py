@@ -34,6 +34,8 @@ class CorrectnessCheck:
     refcheck: str  # path of refcheck.py on the guest
     # Where the guest keeps the reference's verdicts: a no-op converge imports no torch.
     reference_cache: str | None = None
+    # The model or its tokenizer is custom code: the reference loads it as the server does.
+    trust_remote_code: bool = False
     shell: Shell = field(default=no_shell, repr=False, compare=False)  # the transformers reference
 
     def prompts(self) -> list[str]:
@@ -113,7 +115,9 @@ class CorrectnessCheck:
         return verdict
 
     def reference(self, completions: list) -> list:
-        request = reference_request(self.model_dir, completions, self.reference_cache)
+        request = reference_request(
+            self.model_dir, completions, self.reference_cache, self.trust_remote_code
+        )
         encoded = base64.b64encode(request.encode()).decode()
         q = shlex.quote
         ok, stdout, stderr = self.shell(

@@ -121,6 +121,10 @@ def vllm_command(cfg: GuestConfig, model: str, port: int, without_draft: bool = 
         argv += ["--gpu-memory-utilization", str(profile.gpu_memory_utilization)]
     if profile.kv_cache_memory_bytes:
         argv += ["--kv-cache-memory-bytes", str(profile.kv_cache_memory_bytes)]
+    if profile.attention_backend:
+        # vLLM's flag (a member of its AttentionBackendEnum): VLLM_ATTENTION_BACKEND was
+        # removed in 0.15 and is ignored since.
+        argv += ["--attention-backend", profile.attention_backend]
     if profile.tool_call_parser:
         argv += ["--tool-call-parser", profile.tool_call_parser]
     if profile.reasoning_parser:
@@ -168,8 +172,6 @@ def unit_env(
         # which a boot empties: the first start after every boot compiled again (the engine's
         # warm-up 45 s instead of 5 on the sandbox). The service user's home keeps it.
         env["TORCHINDUCTOR_CACHE_DIR"] = f"{SERVICE_HOME}/.cache/torchinductor"
-    if profile.attention_backend:
-        env["VLLM_ATTENTION_BACKEND"] = profile.attention_backend
     if cfg.cpu_threads_bind:
         env["VLLM_CPU_OMP_THREADS_BIND"] = cfg.cpu_threads_bind
     env.update(profile.env)

@@ -187,6 +187,7 @@ def correctness_check(cfg: GuestConfig, model: str, endpoint: Endpoint) -> Corre
         python=f"{cfg.venv_dir}/bin/python",
         refcheck=refcheck_path(cfg),
         reference_cache=refcheck_cache(cfg.root_dir),
+        trust_remote_code=profile.trust_remote_code,
         shell=guest_run,
     )
 
@@ -209,6 +210,7 @@ def guest_bench(cfg: GuestConfig, model: str, port: int) -> GuestBench:
         env_file=paths.env_file,
         env=("VLLM_TARGET_DEVICE=cpu",) if cpu else (),
         cpus=cfg.frontend_cpus,
+        trust_remote_code=cfg.profile_for(model).trust_remote_code,
     )
 
 

