@@ -25,6 +25,7 @@ from llmhost.config.loading import (
     load_proxmox_host,
     load_router,
 )
+from llmhost.config.site import check_inventory
 from llmhost.connection import no_delay
 from llmhost.groups import (
     check_one_role,
@@ -53,6 +54,7 @@ monitor = load_monitoring(host) if is_monitoring_host(host) else None
 router = load_router(host) if is_router_host(host) else None
 scraped = (proxmox or guest or monitor or router) and site_is_monitored(inventory)
 exporter = load_exporter(host) if scraped else None
+check_inventory(inventory)  # the Proxmox hosts and their guests agree (llmhost/config/site.py)
 watched = site_hosts(inventory) if monitor else []
 workers = router_workers(router, inventory, taken_ports(guest, monitor, exporter)) if router else []
 

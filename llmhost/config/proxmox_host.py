@@ -17,10 +17,15 @@ PCI_ADDR_RE = re.compile(r"^([0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 class GuestRef(Strict):
     """A guest this host runs. By default it starts when the host boots and a converge starts
     it when found stopped; startup_order (Proxmox's `startup: order=`) defaults to its place
-    in the lists, LXC guests first. start_at_boot false leaves its boot and run state alone."""
+    in the lists, LXC guests first. start_at_boot false leaves its boot and run state alone.
+
+    inventory_name ties it to its serving guest in the inventory when `name` (Proxmox's) is
+    neither that host's inventory name nor its first DNS label: the site check
+    (llmhost/config/site.py) judges the two together."""
 
     vmid: int = Field(ge=100, le=999999999)
     name: str
+    inventory_name: str | None = None
     start_at_boot: bool = True
     startup_order: int | None = Field(default=None, ge=0, le=9999)
 
@@ -51,6 +56,9 @@ class ProxmoxHostConfig(Strict):
     sysctls: dict[str, int | str] = {}
     nvidia_driver_version: Annotated[str, Field(pattern=VERSION_RE)]
     gpu_pci_ids: tuple[str, ...] = ()
+    # GPUs in the box: no guest of it may ask for more (llmhost/config/site.py). None: unknown,
+    # not judged. 0 is allowed (a --data gpu_count=0 meant for a guest reaches hosts too).
+    gpu_count: int | None = Field(default=None, ge=0, le=64)
     lxc_guests: tuple[LxcGuestRef, ...] = ()
     kvm_guests: tuple[KvmGuestRef, ...] = ()
     # Seconds to wait for the host to come back after a reboot this deploy asked for.

@@ -20,6 +20,13 @@ def test_the_reference_host_data_is_accepted() -> None:
     assert cfg.host_profile == "lxc-p2p" and cfg.lxc_guests[0].vmid == 201
 
 
+def test_gpu_count_and_inventory_name_are_optional() -> None:
+    assert validate(ProxmoxHostConfig, "pve1", GOOD).gpu_count is None  # unknown: not judged
+    guest = {"vmid": 201, "name": "llm-lxc", "inventory_name": "10.0.0.11"}
+    cfg = validate(ProxmoxHostConfig, "pve1", {**GOOD, "gpu_count": "8", "lxc_guests": [guest]})
+    assert cfg.gpu_count == 8 and cfg.lxc_guests[0].inventory_name == "10.0.0.11"
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
@@ -49,6 +56,12 @@ def test_the_reference_host_data_is_accepted() -> None:
         ({"boot_loader": "lilo"}, ["boot_loader: got 'lilo'"]),
         ({"allow_reboots": True}, ["allow_reboots: unknown field (did you mean 'allow_reboot'?)"]),
         ({"reboot_timeout_s": 5}, ["reboot_timeout_s", "greater than or equal to 60"]),
+        ({"gpu_count": -1}, ["gpu_count", "greater than or equal to 0"]),
+        ({"gpu_count": "eight"}, ["gpu_count: got 'eight'"]),
+        (
+            {"lxc_guests": [{"vmid": 201, "name": "llm-lxc", "inventory": "llm-lxc.lab"}]},
+            ["lxc_guests.0.inventory: unknown field"],
+        ),
     ],
 )
 def test_bad_host_data_is_refused_naming_the_field(change: dict, expected: list[str]) -> None:
