@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
@@ -71,11 +72,15 @@ class HostDriverVersion(FactBase[str | None]):
         return None
 
     def command(self, nonce: str = "") -> str:
-        # The module's own file; where /proc/driver is hidden, NVML's view of the same module.
+        # The module's own file; where /proc/driver is hidden, NVML's view of the same module,
+        # asked only while /proc/devices lists the nvidia major: as root on a box whose module
+        # is not loaded, NVML runs the setuid nvidia-modprobe, which loads it (a fact, read at
+        # prepare time and under --dry, must change nothing). Not listed: not loaded, None.
         return (
             "cat /proc/driver/nvidia/version 2>/dev/null || "
+            "{ awk '$2 == \"nvidia\" { f = 1 } END { exit !f }' /proc/devices 2>/dev/null && "
             "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null "
-            "| head -n 1 || true"
+            "| head -n 1; } || true"
         )
 
     def process(self, output: Iterable[str]) -> str | None:
@@ -106,3 +111,57 @@ class UserspaceDriverVersion(FactBase[str | None]):
 
     def process(self, output: Iterable[str]) -> str | None:
         return parse_userspace_version(output)
+
+
+@dataclass(frozen=True)
+class NvidiaModule:
+    """What the running kernel has of NVIDIA's driver, loaded or not:
+    - kernel: `uname -r` (a module is built per kernel: DKMS with the kernel's pve-headers);
+    - version: `modinfo -F version nvidia`, the module `modprobe nvidia` would load for that
+      kernel; None when none is installed for it;
+    - gpu_minors: each GPU's "Device Minor" in /proc/driver/nvidia/gpus/*/information, the
+      minor of its /dev/nvidia<N> (only while the module is loaded);
+    - nvidia_modprobe: NVIDIA's nvidia-modprobe is on PATH (it creates the /dev/nvidia* nodes).
+    """
+
+    kernel: str = ""
+    version: str | None = None
+    gpu_minors: tuple[int, ...] = ()
+    nvidia_modprobe: bool = False
+
+
+def parse_nvidia_module(lines: Iterable[str]) -> NvidiaModule:
+    kernel, version, minors, tool = "", None, [], False
+    for line in lines:
+        key, _, value = line.strip().partition(" ")
+        value = value.strip()
+        if key == "kernel":
+            kernel = value
+        elif key == "module" and re.fullmatch(r"\d+\.\d+(?:\.\d+)?", value):
+            version = value
+        elif key == "minor" and value.isdigit():
+            minors.append(int(value))
+        elif key == "nvidia-modprobe":
+            tool = True
+    return NvidiaModule(kernel, version, tuple(sorted(set(minors))), tool)
+
+
+class NvidiaKernelModule(FactBase[NvidiaModule]):
+    """The NVIDIA module installed for the running kernel, its GPUs' minors, nvidia-modprobe:
+    what a host whose modules are not loaded yet needs to load them (operations/host.py)."""
+
+    @staticmethod
+    def default() -> NvidiaModule:
+        return NvidiaModule()
+
+    def command(self, nonce: str = "") -> str:
+        return (
+            'echo "kernel $(uname -r)"; '
+            'v=$(modinfo -F version nvidia 2>/dev/null) && [ -n "$v" ] && echo "module $v"; '
+            "command -v nvidia-modprobe >/dev/null 2>&1 && echo nvidia-modprobe; "
+            "for f in /proc/driver/nvidia/gpus/*/information; do "
+            '[ -f "$f" ] && awk \'/^Device Minor:/ { print "minor", $3 }\' "$f"; done; true'
+        )
+
+    def process(self, output: Iterable[str]) -> NvidiaModule:
+        return parse_nvidia_module(output)

@@ -8,17 +8,21 @@ those names that record them.
 
 from __future__ import annotations
 
+import functools
+import re
 from io import StringIO
 
 from pyinfra import host
-from pyinfra.api import operation
+from pyinfra.api import OperationError, StringCommand, operation
 from pyinfra.operations import files
 
 from llmhost.facts.files import FileText
 from llmhost.facts.host import GuestStatus
+from llmhost.facts.nvidia import DeviceMajors, NvidiaDeviceNodes
 from llmhost.guest_boot import GuestKind, boot_set_command, config_path, start_command
-from llmhost.lxc_passthrough import qm_set_commands, with_block
-from llmhost.operations.step import refusal
+from llmhost.lxc_passthrough import passthrough_block, qm_set_commands, with_block
+from llmhost.operations.log import say
+from llmhost.operations.step import engine_step, refusal
 
 
 @operation()
@@ -61,22 +65,75 @@ def guest_running(kind: GuestKind, vmid: int):
     yield command
 
 
+def conf_with_block(conf: str, block: str) -> str | None:
+    """The guest config with `block`, or None when it already has it."""
+    new = with_block(conf + "\n", block)
+    return None if new in (conf, conf + "\n") else new
+
+
+def block_from_live_state(vmid: int) -> None:
+    """The block computed now from /proc/devices and /dev/nvidia*, read after this run loaded
+    the modules (operations/host.nvidia_modules_loaded), written when it differs; `pct
+    reboot` of the guest if it runs."""
+    path = f"/etc/pve/lxc/{vmid}.conf"
+    majors = host.get_fact(DeviceMajors)
+    try:
+        block = passthrough_block(majors, host.get_fact(NvidiaDeviceNodes))
+    except ValueError as exc:
+        raise OperationError(f"after loading the NVIDIA modules, {exc}") from None
+    conf = host.get_fact(FileText, path=path)
+    if conf is None:
+        raise OperationError(f"{path} does not exist: create LXC guest {vmid} first")
+    new = conf_with_block(conf, block)
+    uvm = majors["nvidia-uvm"]
+    if new is None:
+        say(f"{path} already shares the GPUs (nvidia-uvm major {uvm})")
+        return
+    # /etc/pve is pmxcfs: no chmod/chown there, so the file is written without mode or owner.
+    if not host.put_file(StringIO(new), path):
+        raise OperationError(f"could not write {path}")
+    say(f"{path}: GPU passthrough block written (nvidia-uvm major {uvm}, read now)")
+    if host.get_fact(GuestStatus, kind="lxc", vmid=vmid) == "running":
+        ok, output = host.run_shell_command(StringCommand("pct", "reboot", str(int(vmid))))
+        if not ok:
+            raise OperationError(f"pct reboot {vmid} failed: {' '.join(output.stderr_lines)}")
+
+
 @operation()
-def lxc_gpu_block(vmid: int, block: str):
+def lxc_gpu_block(vmid: int, block: str | None):
     """
     The managed passthrough block in /etc/pve/lxc/<vmid>.conf; on a change, `pct reboot` of a
     running guest (a stopped one reads it when it starts).
 
     + vmid: the LXC guest
-    + block: the rendered block (lxc_passthrough.passthrough_block)
+    + block: the rendered block (lxc_passthrough.passthrough_block); None where this run
+      loads the NVIDIA modules: the block is then computed when the operation runs, from
+      /proc/devices and /dev/nvidia* as they are after the load (one step, a change)
     """
     path = f"/etc/pve/lxc/{vmid}.conf"
     conf = host.get_fact(FileText, path=path)
     if conf is None:
         yield refusal(f"{path} does not exist: create LXC guest {vmid} first")
         return
-    new = with_block(conf + "\n", block)
-    if new == conf + "\n" or new == conf:
+    own = conf.split("\n[", 1)[0]  # the guest's own section, not its snapshots'
+    if re.search(r"^unprivileged:\s*1\s*$", own, re.M):
+        # The serving unit raises LimitMEMLOCK=infinity and LimitNOFILE=1048576 (pinned memory
+        # for NCCL), which an unprivileged container cannot: systemd would fail it (205/LIMITS)
+        # after the GPUs were shared in. Refused before anything changes on this guest.
+        yield refusal(
+            f"LXC guest {vmid} is unprivileged ({path}: 'unprivileged: 1'): its vLLM unit "
+            "needs LimitMEMLOCK=infinity, which only a privileged container can raise; "
+            "recreate it privileged (unprivileged: 0, docs/sites.md: The first day)"
+        )
+        return
+    if block is None:
+        yield engine_step(
+            functools.partial(block_from_live_state, vmid),
+            shown=("cat /proc/devices", "ls /dev/nvidia*", f"write {path}", f"pct reboot {vmid}"),
+        )
+        return
+    new = conf_with_block(conf, block)
+    if new is None:
         host.noop(f"{path} already shares the GPUs")
         return
     # /etc/pve is pmxcfs: no chmod/chown there, so the file is written without mode or owner.

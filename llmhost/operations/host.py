@@ -1,6 +1,6 @@
 """A Proxmox host's own kernel and memory: the kernel command line (and the reboot it may
-need), swap off; operations pyinfra has no equivalent for. The guests' side of the host is in
-operations/guests.py.
+need), swap off, the NVIDIA modules loaded on a fresh box; operations pyinfra has no
+equivalent for. The guests' side of the host is in operations/guests.py.
 
 Each reads a fact and yields commands only for a difference. The commands are the real ones
 (`proxmox-boot-tool refresh`, `update-grub`); the test bed's stand-in host has shims by those
@@ -18,8 +18,15 @@ from pyinfra.operations import files, server
 
 from llmhost.facts.files import FileText
 from llmhost.facts.host import RunningCmdline
+from llmhost.facts.nvidia import (
+    DeviceMajors,
+    HostDriverVersion,
+    NvidiaDeviceNodes,
+    NvidiaKernelModule,
+)
 from llmhost.host_plan import GRUB_DEFAULT, SYSTEMD_BOOT_CMDLINE, systemd_boot_cmdline
 from llmhost.kernel_cmdline import edit_params, grub_params, reboot_needed, set_grub_params
+from llmhost.lxc_passthrough import plan_module_load
 from llmhost.operations.log import say
 from llmhost.operations.step import engine_step, refusal
 
@@ -138,3 +145,58 @@ def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool
         say(f"swap is on ({', '.join(active_swaps)}) but a container cannot turn it off")
     if not fstab_swaps and not (active_swaps and not in_container):
         host.noop("swap is off and stays off")
+
+
+@operation()
+def host_refused(message: str):
+    """
+    This host is not converged: it fails with `message` when the run gets here, the run's
+    other hosts go on. The deploy adds it instead of this host's operations, so nothing on
+    the host changes.
+
+    + message: why, and what to do about it
+    """
+    yield refusal(message)
+
+
+def loaded_module_is_pin(pin: str) -> None:
+    """The module loaded now, after this run's modprobe, is the pinned driver, or the host
+    fails naming both (an older module on disk than apt's pin, a DKMS build that failed)."""
+    found = host.get_fact(HostDriverVersion)
+    if found != pin:
+        raise OperationError(
+            f"NVIDIA kernel module {found or 'not loaded'} after modprobe, group_data pins "
+            f"nvidia_driver_version {pin}: install the pinned driver (with matching pve-headers "
+            "for DKMS), then run this deploy again"
+        )
+    say(f"NVIDIA kernel module {found} loaded (the pin)")
+
+
+@operation()
+def nvidia_modules_loaded(pin: str):
+    """
+    On a host whose NVIDIA modules are not loaded yet (a fresh box: the modules-load.d file
+    that loads them at boot comes with this run), `modprobe nvidia`, `modprobe nvidia_uvm`,
+    the /dev/nvidia* nodes created with nvidia-modprobe, and the loaded module checked
+    against the pin; nothing where they are loaded and their nodes exist. Run it after the
+    module options are written (options nvidia_uvm uvm_disable_hmm=1 applies at load).
+
+    + pin: group_data's nvidia_driver_version
+    """
+    load = plan_module_load(
+        host.get_fact(DeviceMajors),
+        host.get_fact(NvidiaDeviceNodes),
+        host.get_fact(NvidiaKernelModule),
+        pin,
+    )
+    if load.refusal:
+        yield refusal(load.refusal)
+        return
+    if not load.commands:
+        host.noop("the NVIDIA modules are loaded and their /dev nodes exist")
+        return
+    say("NVIDIA modules to load, nodes to create: " + ", ".join(load.missing))
+    yield from load.commands
+    yield engine_step(
+        functools.partial(loaded_module_is_pin, pin), shown=("cat /proc/driver/nvidia/version",)
+    )

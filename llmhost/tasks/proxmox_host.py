@@ -2,11 +2,14 @@
 
 Everything here is persistent configuration (files the next boot reads) plus, where the
 running system allows, applying it now. What needs a reboot says so; it reboots only when
-group_data allows it.
+group_data allows it. On a fresh box whose NVIDIA modules are not loaded yet, the same run
+loads them (after their options are written) and computes the passthrough block from
+/proc/devices and /dev/nvidia* as they are after the load.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from io import StringIO
 
 from pyinfra import host
@@ -18,7 +21,12 @@ from pyinfra.operations.util import any_changed
 
 from llmhost.config.proxmox_host import ProxmoxHostConfig
 from llmhost.facts.host import ActiveSwaps, BootLoader, Container, FstabSwaps, RunningCmdline
-from llmhost.facts.nvidia import DeviceMajors, HostDriverVersion, NvidiaDeviceNodes
+from llmhost.facts.nvidia import (
+    DeviceMajors,
+    HostDriverVersion,
+    NvidiaDeviceNodes,
+    NvidiaKernelModule,
+)
 from llmhost.host_plan import (
     APT_PIN_FILE,
     MODPROBE_FILE,
@@ -36,7 +44,7 @@ from llmhost.host_plan import (
     render_udev_rule,
 )
 from llmhost.kernel_cmdline import reboot_needed
-from llmhost.lxc_passthrough import passthrough_block
+from llmhost.lxc_passthrough import passthrough_block, plan_module_load
 from llmhost.operations.guests import (
     guest_running,
     guest_start_at_boot,
@@ -44,7 +52,9 @@ from llmhost.operations.guests import (
     lxc_gpu_block,
 )
 from llmhost.operations.host import (
+    host_refused,
     kernel_cmdline,
+    nvidia_modules_loaded,
     running_cmdline,
     swap_off,
     verify_cmdline,
@@ -56,30 +66,59 @@ class HostStateError(PyinfraError):
     """The host is not in a state this deploy can build on; raised before any operation."""
 
 
-def preflight(cfg: ProxmoxHostConfig) -> tuple[str, str]:
-    """Boot loader and passthrough block, or stop before anything changes."""
+@dataclass(frozen=True)
+class Preflight:
+    """What the host's state allows, read before any operation.
+
+    block: the LXC passthrough block ("" for kvm-vfio); None where this run loads the NVIDIA
+    modules (a fresh box), so that the block is computed after the load, from the live
+    /proc/devices and /dev/nvidia*. refused: why this host cannot be converged (no driver
+    installed for its kernel, another version than the pin on disk): it alone fails, before
+    any change on it.
+    """
+
+    loader: str
+    block: str | None = ""
+    refused: str | None = None
+
+
+def preflight(cfg: ProxmoxHostConfig) -> Preflight:
+    """Boot loader and passthrough block (None: computed after this run loads the NVIDIA
+    modules), this host's refusal, or stop the run before anything changes."""
     loader = cfg.boot_loader if cfg.boot_loader != "auto" else host.get_fact(BootLoader)
     if loader is None:
         raise HostStateError(
             f"{host.name}: cannot tell the boot loader (no /etc/kernel/proxmox-boot-uuids with "
             "/etc/kernel/cmdline, no /etc/default/grub); set boot_loader in group_data"
         )
-    block = ""
-    if cfg.host_profile == "lxc-p2p":
-        loaded = host.get_fact(HostDriverVersion)
-        if loaded != cfg.nvidia_driver_version:
-            raise HostStateError(
-                f"{host.name}: NVIDIA kernel module {loaded or 'not loaded'}, group_data pins "
-                f"nvidia_driver_version {cfg.nvidia_driver_version}: install the pinned driver "
-                "(with matching pve-headers for DKMS) before this deploy"
-            )
-        majors = host.get_fact(DeviceMajors)
-        nodes = host.get_fact(NvidiaDeviceNodes)
-        try:
-            block = passthrough_block(majors, nodes)
-        except ValueError as exc:
-            raise HostStateError(f"{host.name}: {exc}") from None
-    return loader, block
+    if cfg.host_profile != "lxc-p2p":
+        return Preflight(loader)
+    pin = cfg.nvidia_driver_version
+    loaded = host.get_fact(HostDriverVersion)
+    if loaded is not None and loaded != pin:
+        raise HostStateError(
+            f"{host.name}: NVIDIA kernel module {loaded}, group_data pins "
+            f"nvidia_driver_version {pin}: install the pinned driver "
+            "(with matching pve-headers for DKMS) before this deploy"
+        )
+    majors = host.get_fact(DeviceMajors)
+    nodes = host.get_fact(NvidiaDeviceNodes)
+    load = plan_module_load(majors, nodes, host.get_fact(NvidiaKernelModule), pin)
+    if load.refusal:
+        return Preflight(loader, None, load.refusal)
+    if load.commands:
+        return Preflight(loader, None)  # loaded by this run, its version checked after the load
+    if loaded is None:
+        raise HostStateError(
+            f"{host.name}: /proc/devices lists the NVIDIA modules but their version cannot be "
+            f"read (/proc/driver/nvidia/version, nvidia-smi); group_data pins "
+            f"nvidia_driver_version {pin}"
+        )
+    try:
+        block = passthrough_block(majors, nodes)
+    except ValueError as exc:
+        raise HostStateError(f"{host.name}: {exc}") from None
+    return Preflight(loader, block)
 
 
 def put_text(name: str, text: str, dest: str) -> OperationMeta:
@@ -113,6 +152,15 @@ def boot_modules(p: HostPlan) -> None:
         name="update-initramfs (module list or options changed)",
         commands=["update-initramfs -u -k all"],
         _if=any_changed(modules, modprobe),
+    )
+
+
+def nvidia_now(cfg: ProxmoxHostConfig) -> None:
+    """lxc-p2p: the NVIDIA modules loaded now where they are not (a fresh box), after their
+    options are written and before persistenced and the passthrough block need them."""
+    nvidia_modules_loaded(
+        name="NVIDIA modules loaded (nvidia, nvidia_uvm) and their /dev nodes",
+        pin=cfg.nvidia_driver_version,
     )
 
 
@@ -150,7 +198,7 @@ def guests_back(cfg: ProxmoxHostConfig) -> None:
         guest_running(name=f"{kind.upper()} guest {vmid} running", kind=kind, vmid=vmid)
 
 
-def guest_passthrough(cfg: ProxmoxHostConfig, block: str, p: HostPlan) -> None:
+def guest_passthrough(cfg: ProxmoxHostConfig, block: str | None, p: HostPlan) -> None:
     """The GPUs into each guest: the LXC block (pct reboot on change), the VMs' hostpci."""
     if p.uses_nvidia_driver:
         for guest in cfg.lxc_guests:
@@ -198,18 +246,22 @@ def running_kernel(cfg: ProxmoxHostConfig, p: HostPlan) -> None:
 
 @deploy("Proxmox host: kernel, sysctls, swap, GPU modules, guests at boot and passthrough")
 def proxmox_host(cfg: ProxmoxHostConfig) -> None:
-    loader, block = preflight(cfg)
+    pre = preflight(cfg)
+    if pre.refused:
+        host_refused(name="NVIDIA driver for the GPU passthrough", message=pre.refused)
+        return
     p: HostPlan = plan(cfg)
     kernel_cmdline(
-        name=f"kernel command line ({loader})",
-        boot_loader=loader,
+        name=f"kernel command line ({pre.loader})",
+        boot_loader=pre.loader,
         present=p.kernel_params,
         absent=p.kernel_params_absent,
     )
     sysctls_and_swap(p, in_container=host.get_fact(Container) != "none")
     boot_modules(p)
     if p.uses_nvidia_driver:
+        nvidia_now(cfg)
         nvidia_at_boot(cfg)
-    guest_passthrough(cfg, block, p)
+    guest_passthrough(cfg, pre.block, p)
     guests_back(cfg)
     running_kernel(cfg, p)

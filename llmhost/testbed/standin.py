@@ -13,16 +13,26 @@ The test bed makes the container look like that host from the inside (testbed/sh
   201` (and 202, the fleet's second guest, while it exists) read and start the sandbox
   containers themselves, through a loop on this machine (the guest bridge, started by `up`,
   ended by `down`);
-- `nvidia-smi` answers from the captures; `nvidia-persistenced` forks an idle process;
-- at boot, llmhost-standin-hw.service binds the captured /proc/devices and /proc/cmdline
-  over the container's own and creates /dev/nvidia* character devices with the captured
-  majors, so the product's facts read the usual paths.
-`reset` puts the seed files back for repeatable tests.
+- `nvidia-smi` answers from the captures (and fails, as without a driver, while /proc/devices
+  lists no nvidia); `nvidia-persistenced` forks an idle process;
+- `modprobe`, `modinfo` (for the NVIDIA modules; others go to the real tools) and
+  `nvidia-modprobe` "load" the modules and create their nodes from the captures: a loaded
+  nvidia puts its majors in /proc/devices and /proc/driver/nvidia (version, its GPU's minor,
+  the MIG capability files) in place, nvidia_uvm its major; nvidia-modprobe creates the
+  /dev/nvidia* nodes with the majors of /proc/devices;
+- at boot, llmhost-standin-hw.service binds the captured /proc/devices, /proc/cmdline and
+  /proc/driver over the container's own, loads what /etc/modules-load.d lists and creates
+  /dev/nvidia* character devices with the captured majors of the modules loaded, so the
+  product's facts read the usual paths.
+`reset` puts the seed files back for repeatable tests: the modules loaded (the H200 box as
+captured), or not loaded yet, or not even installed (MODULE_STATES).
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -53,6 +63,15 @@ REPORT_CAPTURES = CAPTURES.parent / "h200-report"
 REPORT_FILES = ("gpu-inventory.csv", "compute-apps.csv", "topo-m.txt")
 # The GPU metrics timer's two queries, idle and with an orphan holding 8 GiB (H200 captures).
 MONITORING_CAPTURES = CAPTURES.parent / "h200-monitoring"
+# The NVIDIA modules: "loaded" (the H200 box as captured), "unloaded" (a fresh box: the
+# driver installed for the running kernel, its modules not loaded, no /dev/nvidia* node) or
+# "absent" (no driver installed: modprobe and modinfo find no nvidia module).
+MODULE_STATES = ("loaded", "unloaded", "absent")
+NVIDIA_SHIMS = {  # shim -> where it is installed (/usr/local/sbin comes first on PATH)
+    "modprobe": "/usr/local/sbin/modprobe",
+    "modinfo": "/usr/local/sbin/modinfo",
+    "nvidia-modprobe": "/usr/bin/nvidia-modprobe",
+}
 
 
 def lxc_conf(vmid: int, hostname: str, mac: str) -> str:
@@ -122,6 +141,7 @@ def install_shims() -> list[str]:
         put(f"/usr/local/sbin/{cmd}", guest_tool if cmd in GUEST_TOOLS else record)
         for cmd in RECORDED_COMMANDS
     ]
+    steps += [put(path, (SHIMS / shim).read_text()) for shim, path in NVIDIA_SHIMS.items()]
     steps += [
         put("/usr/local/bin/nvidia-smi", (SHIMS / "nvidia-smi").read_text()),
         put("/usr/bin/nvidia-persistenced", (SHIMS / "nvidia-persistenced").read_text()),
@@ -132,13 +152,68 @@ def install_shims() -> list[str]:
         ),
         "chmod 755 /usr/local/bin/nvidia-smi /usr/bin/nvidia-persistenced "
         "/usr/local/sbin/llmhost-standin-hw "
-        + " ".join(f"/usr/local/sbin/{cmd}" for cmd in RECORDED_COMMANDS),
+        + " ".join(f"/usr/local/sbin/{cmd}" for cmd in RECORDED_COMMANDS)
+        + " "
+        + " ".join(NVIDIA_SHIMS.values()),
     ]
     return steps
 
 
-def reset() -> None:
-    """The stand-in's files as a freshly installed Proxmox host with 1 GPU would have them."""
+def without_nvidia(proc_devices: str) -> str:
+    """/proc/devices as it reads before the NVIDIA modules are loaded: no nvidia* major."""
+    return "".join(
+        line
+        for line in proc_devices.splitlines(keepends=True)
+        if not re.match(r"^\s*\d+\s+nvidia", line)
+    )
+
+
+def nvidia_module_files() -> dict[str, str]:
+    """What /proc/driver/nvidia holds on the H200 box with the module loaded, by path under
+    it: the captured version file; from the captured nvidia-smi query, each GPU's information
+    (its "Device Minor" is its /dev/nvidia<N>: nvidia0 on that box); the MIG capability files
+    nvidia-modprobe -f reads (minors 1 and 2, modes 0400 and 0444, as /dev/nvidia-caps had)."""
+    files = {"version": (CAPTURES / "proc-driver-nvidia-version.txt").read_text()}
+    rows = list(csv.reader((CAPTURES / "query-gpu-driver.csv").read_text().splitlines()[1:]))
+    for minor, row in enumerate(rows):
+        name, bus = row[1].strip(), row[3].strip()
+        bus = bus[4:] if len(bus.split(":")[0]) == 8 else bus  # 00000000:00:06.0 -> 0000:...
+        files[f"gpus/{bus}/information"] = (
+            f"Model: \t\t {name}\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n"
+        )
+    for cap, minor, mode in (("config", 1, 256), ("monitor", 2, 292)):
+        files[f"capabilities/mig/{cap}"] = (
+            f"DeviceFileMinor: {minor}\nDeviceFileMode: {mode}\nDeviceFileModify: 1\n"
+        )
+    return files
+
+
+def module_state_steps(modules: str) -> list[str]:
+    """Shell steps that write the captures for a module state (MODULE_STATES): what
+    /proc/devices and /proc/driver show, and whether the driver is installed."""
+    if modules not in MODULE_STATES:
+        raise ValueError(f"modules: {modules!r} is not one of {MODULE_STATES}")
+    devices = (CAPTURES / "proc-devices.txt").read_text()
+    steps = [
+        put(f"{FACT_ROOT}/proc/devices.loaded", devices),
+        put(
+            f"{FACT_ROOT}/proc/devices", devices if modules == "loaded" else without_nvidia(devices)
+        ),
+        f"mkdir -p {FACT_ROOT}/proc/driver",
+    ]
+    if modules != "absent":
+        steps += [
+            put(f"{FACT_ROOT}/nvidia-module/{path}", text)
+            for path, text in nvidia_module_files().items()
+        ]
+    if modules == "loaded":
+        steps.append(f"cp -r {FACT_ROOT}/nvidia-module {FACT_ROOT}/proc/driver/nvidia")
+    return steps
+
+
+def reset(modules: str = "loaded") -> None:
+    """The stand-in's files as a freshly installed Proxmox host with 1 GPU would have them;
+    its NVIDIA modules loaded, or not yet, or not even installed (MODULE_STATES)."""
     script = [
         "systemctl stop nvidia-persistenced.service 2>/dev/null || true",
         f"rm -rf /etc/pve {FACT_ROOT} {COMMAND_LOG} {MANAGED} {GUESTS_DIR}/*.state",
@@ -149,7 +224,7 @@ def reset() -> None:
         put("/etc/kernel/cmdline", CMDLINE),
         put("/etc/kernel/proxmox-boot-uuids", "5A1B-2C3D\n"),
         put("/etc/fstab", FSTAB),
-        put(f"{FACT_ROOT}/proc/devices", (CAPTURES / "proc-devices.txt").read_text()),
+        *module_state_steps(modules),
         put(f"{FACT_ROOT}/proc/cmdline", (CAPTURES / "proc-cmdline.txt").read_text()),
     ]
     script += [put(f"{FACT_ROOT}/{name}", (CAPTURES / name).read_text()) for name in CAPTURED_FILES]
@@ -163,7 +238,7 @@ def reset() -> None:
         "systemctl restart llmhost-standin-hw.service",
     ]
     ssh(" && ".join(script))
-    sandbox.log(f"stand-in {NAME}: Proxmox host files reset")
+    sandbox.log(f"stand-in {NAME}: Proxmox host files reset (NVIDIA modules {modules})")
 
 
 def replica_guest_step(present: bool) -> str:
@@ -216,7 +291,11 @@ def up() -> dict:
     sandbox.wait_ssh(key, ip=IP)
     sandbox.write_ssh_config(key)
     # A container from an older checkout may lack the shims: give it the seed state.
-    if created or ssh(f"test -f {FACT_ROOT}/monitoring/query-gpu.csv", check=False) is None:
+    seeded = (
+        f"test -f {FACT_ROOT}/monitoring/query-gpu.csv && test -f {FACT_ROOT}/proc/devices.loaded"
+        f" && test -x {NVIDIA_SHIMS['modprobe']}"
+    )
+    if created or ssh(seeded, check=False) is None:
         reset()
     start_guest_bridge()
     info = {

@@ -6,6 +6,8 @@ over its own, /dev/nvidia* character devices and an nvidia-smi answering from ca
 qm, proxmox-boot-tool, update-grub and update-initramfs are shims that record their argv
 instead of running, and the tests named "..._not_executed" assert those exact command lines.
 Every test starts from the converged seed state (module fixture) and restores what it changes.
+The fresh-box tests reset the stand-in with its NVIDIA modules not loaded, or not installed
+(standin.reset(modules=...)), and give it back the seed state, converged, when they end.
 """
 
 from __future__ import annotations
@@ -242,3 +244,62 @@ def test_the_standin_rebooted_keeps_its_state_and_a_rerun_changes_nothing(
     run = pyinfra(*HOST)
     assert run.rc == 0, run.tail()
     assert not changed_ops(run.output)
+
+
+DEPLOY = "Proxmox host: kernel, sysctls, swap, GPU modules, guests at boot and passthrough"
+LOAD = f"{DEPLOY} | NVIDIA modules loaded (nvidia, nvidia_uvm) and their /dev nodes"
+
+
+def test_a_fresh_box_loads_the_nvidia_modules_and_converges_in_one_run(
+    first_converge: FirstConverge,
+) -> None:
+    # A fresh box: the driver installed for its kernel, its modules not loaded yet (no nvidia
+    # major in /proc/devices, no /proc/driver/nvidia, no /dev/nvidia* node).
+    standin.reset(modules="unloaded")
+    try:
+        assert "nvidia" not in sh("cat /proc/devices")
+        assert sh("find /dev -maxdepth 2 -name 'nvidia*' -type c") == ""
+        run = pyinfra(*HOST)
+        assert run.rc == 0, run.tail()
+        assert LOAD in changed_ops(run.output), run.tail()
+        assert "238 nvidia-uvm" in sh("cat /proc/devices")
+        # Loaded after /etc/modprobe.d was written: nvidia_uvm got its option at load.
+        assert sh(f"cat {standin.FACT_ROOT}/module-options/nvidia_uvm") == "uvm_disable_hmm=1"
+        main = sh("cat /etc/pve/lxc/201.conf").split("\n[pre-upgrade]\n")[0]
+        assert main.count("# BEGIN llmhost gpu passthrough") == 1
+        assert "lxc.cgroup2.devices.allow: c 238:* rwm" in main  # the uvm major, read after
+        assert "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional" in main
+        assert "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional" in main
+        assert "lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional" in main
+        assert recorded() == [  # as the seed's first converge, the block's reboot included
+            "proxmox-boot-tool refresh",
+            "update-initramfs -u -k all",
+            "pct reboot 201",
+            "pct set 201 --onboot 1 --startup order=1",
+            "qm set 301 --onboot 1 --startup order=2",
+        ]
+        again = pyinfra(*HOST)
+        assert again.rc == 0, again.tail()
+        assert not changed_ops(again.output)
+    finally:
+        standin.reset()
+        back = pyinfra(*HOST)
+        assert back.rc == 0, back.tail()
+
+
+def test_a_box_without_the_nvidia_driver_is_refused_naming_what_to_install(
+    first_converge: FirstConverge,
+) -> None:
+    standin.reset(modules="absent")
+    try:
+        before = sh(SNAPSHOT)
+        run = pyinfra(*HOST)
+        assert run.rc != 0
+        assert "NVIDIA driver for the GPU passthrough" in run.output, run.tail()
+        assert "no NVIDIA kernel module is installed for kernel" in run.output, run.tail()
+        assert "install NVIDIA driver 580.159.04 with the pve-headers of kernel" in run.output
+        assert sh(SNAPSHOT) == before  # nothing on the host changed
+    finally:
+        standin.reset()
+        back = pyinfra(*HOST)
+        assert back.rc == 0, back.tail()
