@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -32,6 +33,7 @@ from llmhost.config.types import (
     Strict,
     version_tuple,
 )
+from llmhost.weights import load_manifest
 
 # Minimum NVIDIA driver for each CUDA wheel variant (CUDA toolkit release notes, table 3).
 CUDA_VARIANT_MIN_DRIVER: dict[str, str] = {
@@ -319,6 +321,20 @@ class Secrets(Strict):
     hf_token: SecretSource | None = None
 
 
+class ExistingWeights(Strict):
+    """A model's weights already on the guest (group_data `existing_weights`): served from
+    `path` once it matches `manifest` (llmhost/weights.py has its format and makes one)."""
+
+    path: AbsPath  # a directory on the guest (a bind mount, a copy); never written to
+    manifest: str  # a JSON file on the control machine; relative to where pyinfra runs
+    # Also the sha256 of every file whose entry has one: reads every byte (550 GB: long).
+    # Sizes and the file list are always checked.
+    verify_hashes: bool = False
+
+    def manifest_text(self) -> str:
+        return Path(self.manifest).read_text()
+
+
 class GuestBase(Strict):
     """What every serving guest has, whatever serves on it (CpuGuest, CudaGuest)."""
 
@@ -336,6 +352,12 @@ class GuestBase(Strict):
     # Hub commits for catalog models that pin none (or another commit than the catalog's):
     # {"kimi-k2.5-eagle3-mla": "<40 hex>"}. A commit, never a branch.
     model_revisions: dict[str, str] = {}
+    # Weights a site already has on the guest, by catalog model: checked against a manifest,
+    # then linked into models_dir instead of downloaded (Kimi's 550 GB are often there
+    # already). The site's choice, not the catalog's. After model_revisions: a hub model's
+    # manifest must record the commit pinned there. (Not `local_weights`: group_data keys
+    # that start with local_ are pyinfra's, never validated here; config/loading.py.)
+    existing_weights: dict[str, ExistingWeights] = {}
     port: Port = 8000
     bind_address: str = "0.0.0.0"
     extra_units: tuple[ExtraUnit, ...] = ()
@@ -399,6 +421,46 @@ class GuestBase(Strict):
             why = commit_error(revision)
             if why:
                 raise ValueError(f"{name}: {why}")
+        return value
+
+    @field_validator("existing_weights")
+    @classmethod
+    def _existing_weights_match(
+        cls, value: dict[str, ExistingWeights], info: ValidationInfo
+    ) -> dict:
+        catalog = load_catalog(info.data.get("catalogs", ()))
+        pins = info.data.get("model_revisions", {})
+        by_weights: dict[str, str] = {}
+        for name, local in value.items():
+            profile = catalog.get(name)
+            if profile is None:
+                known = ", ".join(catalog)
+                raise ValueError(f"{name!r}: not a model of the catalog; known: {known}")
+            try:
+                manifest = load_manifest(local.manifest_text())
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{name}.manifest: {local.manifest}: {exc}") from None
+            pinned = pins.get(name, profile.revision)
+            recorded = manifest.get("revision")
+            if profile.source == "hub" and pinned and recorded and recorded != pinned:
+                raise ValueError(
+                    f"{name}.manifest: {local.manifest} records revision {recorded}, the model "
+                    f"is pinned to {pinned}: weights of another commit"
+                )
+            if profile.source == "hub" and manifest.get("repo") not in (None, profile.hf_repo):
+                raise ValueError(
+                    f"{name}.manifest: {local.manifest} is of {manifest['repo']}, the model "
+                    f"is {profile.hf_repo}"
+                )
+            if manifest.get("model") not in (None, name):
+                raise ValueError(f"{name}.manifest: {local.manifest} is for {manifest['model']!r}")
+            weights = profile.model_copy(update={"revision": pinned}).weights_id
+            if weights in by_weights and value[by_weights[weights]] != local:
+                raise ValueError(
+                    f"{name}: shares its weights with {by_weights[weights]!r}, which names "
+                    "another local source; name one, or the same for both"
+                )
+            by_weights[weights] = name
         return value
 
     @field_validator("served_aliases")

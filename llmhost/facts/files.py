@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from pyinfra.api import FactBase
 
@@ -273,3 +274,75 @@ class LlmhostUnitStates(FactBase[dict[str, str]]):
 
     def process(self, output: Iterable[str]) -> dict[str, str]:
         return dict(line.split(None, 1) for line in output if len(line.split(None, 1)) == 2)
+
+
+class PathKind(FactBase[tuple[str, str]]):
+    """What is at `path`, not following a link: ("link", its target), ("dir", ""),
+    ("file", ""), ("other", "") or ("absent", "")."""
+
+    @staticmethod
+    def default() -> tuple[str, str]:
+        return ("absent", "")
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return (
+            f"if [ -L {q} ]; then echo link; readlink {q}; elif [ -d {q} ]; then echo dir; "
+            f"elif [ -f {q} ]; then echo file; elif [ -e {q} ]; then echo other; "
+            "else echo absent; fi"
+        )
+
+    def process(self, output: Iterable[str]) -> tuple[str, str]:
+        lines = list(output)
+        if not lines:
+            return ("absent", "")
+        return (lines[0].strip(), lines[1] if lines[0].strip() == "link" and len(lines) > 1 else "")
+
+
+class DirSizes(NamedTuple):
+    """FileSizes' answer: the sizes, and what `find` could not read (its own words)."""
+
+    sizes: dict[str, int]
+    errors: tuple[str, ...] = ()
+
+
+class FileSizes(FactBase[DirSizes | None]):
+    """{relative path: size} of the files under the directory `path`, through symlinks, its
+    top-level `.cache` (hf's bookkeeping) left out, with what `find` could not read (a
+    symlink loop, a directory it may not list); None when it is not a directory.
+
+    One `find` for a weights directory of any size (names and sizes, no content read): the
+    check of weights already on the box (group_data `existing_weights`) on every run. Its
+    errors are lines of the answer, never a failed fact: the caller names the file, the
+    field and the path."""
+
+    @staticmethod
+    def default() -> None:
+        return None
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        # find's errors are captured whole and printed after its output (stdout to fd 3):
+        # never mixed into a line of it, and find's exit status fails nothing.
+        return (
+            f"if [ -d {q} ] && cd {q}; then echo __dir__; "
+            "{ errs=$(find -L . -path ./.cache -prune -o -type f -printf '%s\\t%P\\n' "
+            "2>&1 >&3); } 3>&1; "
+            "[ -z \"$errs\" ] || printf '%s\\n' \"$errs\" | sed 's/^/__error__ /'; "
+            "else echo __absent__; fi; true"
+        )
+
+    def process(self, output: Iterable[str]) -> DirSizes | None:
+        lines = list(output)
+        if not lines or lines[0] != "__dir__":
+            return None
+        sizes = {}
+        errors = []
+        for line in lines[1:]:
+            if line.startswith("__error__ "):
+                errors.append(line.removeprefix("__error__ "))
+                continue
+            size, _, name = line.partition("\t")
+            if size.isdigit() and name:
+                sizes[name] = int(size)
+        return DirSizes(sizes, tuple(errors))

@@ -29,11 +29,15 @@ import sys
 from pathlib import Path
 
 
-def check(model_dir: str, cases: list[dict], tolerance: float) -> list[dict]:
+def check(
+    model_dir: str, cases: list[dict], tolerance: float, trust_remote_code: bool = False
+) -> list[dict]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, torch_dtype=torch.float32, trust_remote_code=trust_remote_code
+    )
     model.eval()
     out = []
     for case in cases:
@@ -65,6 +69,10 @@ def check(model_dir: str, cases: list[dict], tolerance: float) -> list[dict]:
 
 def case_key(model_dir: str, case: dict, tolerance: float) -> str:
     marker = Path(model_dir, "llmhost-staged.json")
+    if not marker.exists():
+        # Weights already on the box (existing_weights) are a link with the marker beside it;
+        # the same rule as llmhost/operations/models.py local_files (this imports nothing).
+        marker = Path(model_dir).parent / f".{Path(model_dir).name}.llmhost-staged.json"
     weights = marker.read_text() if marker.exists() else f"unstaged {model_dir}"
     blob = json.dumps(
         [
@@ -80,7 +88,9 @@ def case_key(model_dir: str, case: dict, tolerance: float) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def cached_check(model_dir: str, cases: list[dict], tolerance: float, cache: Path) -> list[dict]:
+def cached_check(
+    model_dir: str, cases: list[dict], tolerance: float, cache: Path, trust: bool = False
+) -> list[dict]:
     """Verdicts from the cache; transformers runs only for the cases it has not seen."""
     keys = [case_key(model_dir, c, tolerance) for c in cases]
     found: dict[int, dict] = {}
@@ -89,7 +99,7 @@ def cached_check(model_dir: str, cases: list[dict], tolerance: float, cache: Pat
             found[i] = json.loads((cache / f"{key}.json").read_text())
     missing = [i for i in range(len(cases)) if i not in found]
     if missing:
-        fresh = check(model_dir, [cases[i] for i in missing], tolerance)
+        fresh = check(model_dir, [cases[i] for i in missing], tolerance, trust)
         cache.mkdir(parents=True, exist_ok=True)
         for i, verdict in zip(missing, fresh, strict=True):
             found[i] = verdict
@@ -102,11 +112,12 @@ def cached_check(model_dir: str, cases: list[dict], tolerance: float, cache: Pat
 def main() -> int:
     request = json.load(sys.stdin)
     tolerance = float(request["tolerance"])
+    trust = bool(request.get("trust_remote_code"))
     if request.get("cache_dir"):
         cache = Path(request["cache_dir"])
-        results = cached_check(request["model_dir"], request["cases"], tolerance, cache)
+        results = cached_check(request["model_dir"], request["cases"], tolerance, cache, trust)
     else:
-        results = check(request["model_dir"], request["cases"], tolerance)
+        results = check(request["model_dir"], request["cases"], tolerance, trust)
     json.dump(results, sys.stdout)
     sys.stdout.write("\n")
     return 0

@@ -16,13 +16,13 @@ from llmhost.config.guest import GuestConfig
 from llmhost.facts.files import NeedsDaemonReload, NewerThanUnit, UnitFileState, needs_disable
 from llmhost.naming import ab_unit_name, dropin_dir, env_file, unit_file, unit_name
 from llmhost.operations.files import atomic_file
-from llmhost.operations.models import MARKER
+from llmhost.operations.models import marker_path
 from llmhost.operations.switch import SwitchGuard, switch_start, switch_stop
 from llmhost.operations.venv import SPEC_FILE
 from llmhost.render import render_env, render_unit, unit_paths
 from llmhost.secrets import ResolvedSecrets
 from llmhost.switch.plan import conflicts_with
-from llmhost.tasks.model_stage import models_to_stage
+from llmhost.tasks.model_stage import existing_weights_ids, models_to_stage
 
 DROPIN_NAME = "llmhost-one-model.conf"
 
@@ -74,7 +74,11 @@ def retire_stale_units(stale: frozenset[str]) -> None:
 def unit_inputs(cfg: GuestConfig, model: str) -> tuple[str, ...]:
     """Files whose change means the running server is outdated (see NewerThanUnit)."""
     paths = unit_paths(cfg, model)
-    weights = [f"{cfg.models_dir}/{p.weights_id}/{MARKER}" for p in models_to_stage(cfg)]
+    linked = existing_weights_ids(cfg)  # their marker is beside the link, not inside
+    weights = [
+        marker_path(cfg.models_dir, p.weights_id, p.weights_id in linked)
+        for p in models_to_stage(cfg)
+    ]
     return (
         paths.env_file,
         paths.unit_file,

@@ -27,7 +27,9 @@ def refcheck(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     module = load_refcheck()
     calls: list[int] = []
 
-    def fake_check(model_dir: str, cases: list[dict], tolerance: float) -> list[dict]:
+    def fake_check(
+        model_dir: str, cases: list[dict], tolerance: float, trust: bool = False
+    ) -> list[dict]:
         calls.append(len(cases))
         return [{"tokens": len(c["output_ids"]), "ok": True} for c in cases]
 
@@ -60,3 +62,23 @@ def test_restaged_weights_are_checked_again(refcheck, tmp_path: Path) -> None:  
     marker.write_text('{"build": "tiny-llama", "recipe": 2}\n')
     refcheck.cached_check(str(weights), CASES, 0.05, tmp_path / "cache")
     assert refcheck.calls == [2, 2]
+
+
+def test_a_linked_directory_is_keyed_by_the_marker_beside_its_link(
+    refcheck,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"  # existing_weights: the site's directory, linked into models_dir
+    site.mkdir()
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "tiny-llama").symlink_to(site)
+    beside = models / ".tiny-llama.llmhost-staged.json"
+    beside.write_text('{"local": "/srv/a", "manifest_sha256": "1"}\n')
+    linked = str(models / "tiny-llama")
+    first = refcheck.case_key(linked, CASES[0], 0.05)
+    beside.write_text('{"local": "/srv/a", "manifest_sha256": "2"}\n')
+    relinked = refcheck.case_key(linked, CASES[0], 0.05)
+    beside.unlink()
+    unstaged = refcheck.case_key(linked, CASES[0], 0.05)
+    assert len({first, relinked, unstaged}) == 3  # another manifest: checked again
