@@ -49,6 +49,9 @@ from llmhost.render import render_env, render_unit
 from llmhost.testbed.sandbox import API_KEY_FILE, STATE_DIR, SandboxState, api_key, ssh_command
 
 REPO = Path(__file__).resolve().parents[1]
+# Where this run's deploys write their results: make test gives them a directory of their own
+# ($LLMHOST_RESULTS_DIR, tests/run_phases.py), a test run by hand the default, results/.
+RESULTS = Path(os.environ.get("LLMHOST_RESULTS_DIR") or REPO / "results")
 FIXTURES = REPO / "tests" / "fixtures"
 H200 = FIXTURES / "h200"
 GOLDEN = REPO / "tests" / "golden"
@@ -135,6 +138,27 @@ def results_rows(output: str) -> dict[str, tuple[str, str, str]]:
         if m:
             rows[m.group(1)] = (m.group(3), m.group(4), m.group(5))
     return rows
+
+
+def started_operations(output: str) -> list[str]:
+    """The names of the operations a pyinfra run started, in order."""
+    return re.findall(r"Starting operation: (.+?)\s*$", output, re.M)
+
+
+def refused_only(output: str) -> bool:
+    """Every operation the run started is a host's refusal (llmhost/operations/refused.py):
+    nothing else ran on any host."""
+    started = started_operations(output)
+    return bool(started) and all(name.startswith("refused: ") for name in started)
+
+
+def refusal_summary(output: str) -> list[str]:
+    """The run's closing lines naming each refused host (one per host, after the header)."""
+    lines = output.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if "host(s) refused, nothing changed on them:" in lines[i]:
+            return [line.strip() for line in lines[i + 1 :]]
+    return []
 
 
 def changed_ops(output: str, errors_too: bool = False) -> dict[str, tuple[str, str, str]]:

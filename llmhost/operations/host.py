@@ -147,18 +147,6 @@ def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool
         host.noop("swap is off and stays off")
 
 
-@operation()
-def host_refused(message: str):
-    """
-    This host is not converged: it fails with `message` when the run gets here, the run's
-    other hosts go on. The deploy adds it instead of this host's operations, so nothing on
-    the host changes.
-
-    + message: why, and what to do about it
-    """
-    yield refusal(message)
-
-
 def loaded_module_is_pin(pin: str) -> None:
     """The module loaded now, after this run's modprobe, is the pinned driver, or the host
     fails naming both (an older module on disk than apt's pin, a DKMS build that failed)."""

@@ -6,7 +6,6 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import apt, files, server
 
@@ -23,19 +22,14 @@ from llmhost.operations.gpu import driver_versions_match
 CUDA_SOURCES = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
 
 
-class DriverMismatch(PyinfraError):
-    """Host driver and pin disagree: raised before any operation, the guest stays as it was."""
-
-
-def preflight(cfg: GuestConfig) -> None:
-    """An LXC guest sees the host's kernel module: it must be the pinned version."""
+def driver_refusal(cfg: GuestConfig) -> str | None:
+    """An LXC guest sees the host's kernel module: it must be the pinned version. Why not,
+    when it is not (the guest is then refused before any change on it)."""
     assert cfg.cuda is not None
     if cfg.host_profile != "lxc-p2p":
-        return  # a VM's module is installed below, with its userspace
+        return None  # a VM's module is installed below, with its userspace
     module = host.get_fact(HostDriverVersion)
-    problem = driver_mismatch(module, None, cfg.cuda.driver_version)
-    if problem:
-        raise DriverMismatch(f"{host.name}: {problem}")
+    return driver_mismatch(module, None, cfg.cuda.driver_version)
 
 
 @deploy("GPU userspace (NVIDIA driver libraries, CUDA toolkit)")

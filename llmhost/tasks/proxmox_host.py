@@ -14,7 +14,6 @@ from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operation import OperationMeta
 from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
@@ -52,7 +51,6 @@ from llmhost.operations.guests import (
     lxc_gpu_block,
 )
 from llmhost.operations.host import (
-    host_refused,
     kernel_cmdline,
     nvidia_modules_loaded,
     running_cmdline,
@@ -60,10 +58,7 @@ from llmhost.operations.host import (
     verify_cmdline,
 )
 from llmhost.operations.log import say
-
-
-class HostStateError(PyinfraError):
-    """The host is not in a state this deploy can build on; raised before any operation."""
+from llmhost.operations.refused import refuse_host
 
 
 @dataclass(frozen=True)
@@ -72,9 +67,10 @@ class Preflight:
 
     block: the LXC passthrough block ("" for kvm-vfio); None where this run loads the NVIDIA
     modules (a fresh box), so that the block is computed after the load, from the live
-    /proc/devices and /dev/nvidia*. refused: why this host cannot be converged (no driver
-    installed for its kernel, another version than the pin on disk): it alone fails, before
-    any change on it.
+    /proc/devices and /dev/nvidia*. refused: why this host cannot be converged (an unknown
+    boot loader, no driver installed for its kernel, another version than the pin loaded or on
+    disk, device nodes that give no passthrough block): it alone fails, before any change on
+    it, and the site's other hosts converge (llmhost/operations/refused.py).
     """
 
     loader: str
@@ -84,22 +80,25 @@ class Preflight:
 
 def preflight(cfg: ProxmoxHostConfig) -> Preflight:
     """Boot loader and passthrough block (None: computed after this run loads the NVIDIA
-    modules), this host's refusal, or stop the run before anything changes."""
+    modules), or why this host is refused."""
     loader = cfg.boot_loader if cfg.boot_loader != "auto" else host.get_fact(BootLoader)
     if loader is None:
-        raise HostStateError(
-            f"{host.name}: cannot tell the boot loader (no /etc/kernel/proxmox-boot-uuids with "
-            "/etc/kernel/cmdline, no /etc/default/grub); set boot_loader in group_data"
+        return Preflight(
+            "",
+            None,
+            "cannot tell the boot loader (no /etc/kernel/proxmox-boot-uuids with "
+            "/etc/kernel/cmdline, no /etc/default/grub); set boot_loader in group_data",
         )
     if cfg.host_profile != "lxc-p2p":
         return Preflight(loader)
     pin = cfg.nvidia_driver_version
     loaded = host.get_fact(HostDriverVersion)
     if loaded is not None and loaded != pin:
-        raise HostStateError(
-            f"{host.name}: NVIDIA kernel module {loaded}, group_data pins "
-            f"nvidia_driver_version {pin}: install the pinned driver "
-            "(with matching pve-headers for DKMS) before this deploy"
+        return Preflight(
+            loader,
+            None,
+            f"NVIDIA kernel module {loaded}, group_data pins nvidia_driver_version {pin}: "
+            "install the pinned driver (with matching pve-headers for DKMS) before this deploy",
         )
     majors = host.get_fact(DeviceMajors)
     nodes = host.get_fact(NvidiaDeviceNodes)
@@ -109,15 +108,17 @@ def preflight(cfg: ProxmoxHostConfig) -> Preflight:
     if load.commands:
         return Preflight(loader, None)  # loaded by this run, its version checked after the load
     if loaded is None:
-        raise HostStateError(
-            f"{host.name}: /proc/devices lists the NVIDIA modules but their version cannot be "
-            f"read (/proc/driver/nvidia/version, nvidia-smi); group_data pins "
-            f"nvidia_driver_version {pin}"
+        return Preflight(
+            loader,
+            None,
+            "/proc/devices lists the NVIDIA modules but their version cannot be read "
+            f"(/proc/driver/nvidia/version, nvidia-smi); group_data pins "
+            f"nvidia_driver_version {pin}",
         )
     try:
         block = passthrough_block(majors, nodes)
     except ValueError as exc:
-        raise HostStateError(f"{host.name}: {exc}") from None
+        return Preflight(loader, None, str(exc))
     return Preflight(loader, block)
 
 
@@ -248,7 +249,7 @@ def running_kernel(cfg: ProxmoxHostConfig, p: HostPlan) -> None:
 def proxmox_host(cfg: ProxmoxHostConfig) -> None:
     pre = preflight(cfg)
     if pre.refused:
-        host_refused(name="NVIDIA driver for the GPU passthrough", message=pre.refused)
+        refuse_host("the host's boot loader or NVIDIA driver", pre.refused)
         return
     p: HostPlan = plan(cfg)
     kernel_cmdline(

@@ -1,14 +1,13 @@
 """What this run does about the served model, decided before any operation.
 
 Reads the guest's serving record and units, plans the switch (llmhost/switch/plan.py), and
-builds the guard the proofs roll back through. The disk check runs here too: weights that
-cannot fit stop the run before the first download, while the old model keeps serving.
+builds the guard the proofs roll back through. The disk check is here too: weights that
+cannot fit refuse the guest before the first download, while the old model keeps serving.
 """
 
 from __future__ import annotations
 
 from pyinfra import host, logger
-from pyinfra.api.exceptions import PyinfraError
 
 from llmhost import interrupt
 from llmhost.config.guest import GuestConfig
@@ -29,16 +28,9 @@ from llmhost.tasks.model_stage import models_to_stage
 GB = 1_000_000_000
 
 
-class FailedBeforeError(PyinfraError):
-    """The target failed its proofs last time; raised before any operation."""
-
-
-class DiskSpaceError(PyinfraError):
-    """The weights to stage do not fit on the models disk; raised before any operation."""
-
-
-def disk_preflight(cfg: GuestConfig) -> None:
-    """Free space on the models disk against the disk_gb of every weights set to stage."""
+def disk_refusal(cfg: GuestConfig) -> str | None:
+    """Free space on the models disk against the disk_gb of every weights set to stage; why
+    the guest is refused when they cannot fit (before any download, the old model serving)."""
     missing = [
         p
         for p in models_to_stage(cfg)
@@ -47,15 +39,30 @@ def disk_preflight(cfg: GuestConfig) -> None:
     ]
     need = sum(p.disk_gb for p in missing) * GB
     if not missing or need == 0:
-        return
+        return None
     free = host.get_fact(FreeBytes, path=cfg.models_dir)
-    if free is not None and free < need:
-        names = ", ".join(f"{p.weights_id} ({p.disk_gb} GB)" for p in missing)
-        raise DiskSpaceError(
-            f"{host.name}: models_dir {cfg.models_dir} has {free / GB:.2f} GB free, staging "
-            f"needs {need / GB:.0f} GB for {names}: free space or move models_dir; nothing "
-            "was changed and the model that serves keeps serving"
-        )
+    if free is None or free >= need:
+        return None
+    names = ", ".join(f"{p.weights_id} ({p.disk_gb} GB)" for p in missing)
+    return (
+        f"models_dir {cfg.models_dir} has {free / GB:.2f} GB free, staging needs "
+        f"{need / GB:.0f} GB for {names}: free space or move models_dir; nothing was changed "
+        "and the model that serves keeps serving"
+    )
+
+
+def failed_before_refusal(cfg: GuestConfig, record_text: str | None) -> str | None:
+    """The served model failed its proofs on this guest before (its serving record says so)
+    and the site did not ask to try again: why the guest is refused."""
+    record = ServingRecord.parse(record_text)
+    failed = failed_before(record, cfg.served_model)
+    if not failed or cfg.retry_failed_switch:
+        return None
+    serving = record.current or "the previous model"
+    return (
+        f"{failed.splitlines()[0][:300]}\n{serving} serves. Fix the cause and rerun with "
+        "--data retry_failed_switch=true, or set served_model back; nothing was changed"
+    )
 
 
 def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> RollbackTarget:
@@ -78,16 +85,9 @@ def rollback_target(cfg: GuestConfig, model: str, secrets: ResolvedSecrets) -> R
 def switch_guard(
     cfg: GuestConfig, secrets: ResolvedSecrets, record_text: str | None
 ) -> SwitchGuard:
-    """The plan from the guest's record and units; printed now, so --dry shows it too."""
+    """The plan from the guest's record and units; printed now, so --dry shows it too.
+    (A served model that failed before is refused first: failed_before_refusal.)"""
     record = ServingRecord.parse(record_text)
-    failed = failed_before(record, cfg.served_model)
-    if failed and not cfg.retry_failed_switch:
-        serving = record.current or "the previous model"
-        raise FailedBeforeError(
-            f"{host.name}: {failed.splitlines()[0][:300]}\n{serving} serves. Fix the cause "
-            "and rerun with --data retry_failed_switch=true, or set served_model back; "
-            "nothing was changed"
-        )
     units = host.get_fact(LlmhostUnitStates)  # one guest command: files and states
     active = [u for u, state in units.items() if state in ("active", "activating")]
     co_served = {u.model for u in cfg.extra_units}

@@ -17,9 +17,17 @@ from dataclasses import dataclass
 import pytest
 
 from llmhost.testbed import standin
-from tests.helpers import Run, changed_ops, pyinfra
+from tests.helpers import (
+    Run,
+    changed_ops,
+    pyinfra,
+    refusal_summary,
+    refused_only,
+    started_operations,
+)
 
 HOST = ("inventory/sandbox.py", "deploys/host.py")
+STANDIN_IP = "10.99.0.13"  # the stand-in, as inventory/sandbox.py names it
 LOG = standin.COMMAND_LOG
 SNAPSHOT = (
     "cat /etc/kernel/cmdline /etc/pve/lxc/201.conf /etc/fstab; "
@@ -137,16 +145,21 @@ def test_a_new_uvm_major_rewrites_the_block_and_pct_reboot_not_executed(
     assert pyinfra(*HOST).rc == 0
 
 
-def test_a_driver_other_than_the_pin_stops_the_run_before_any_change(
+def test_a_driver_other_than_the_pin_refuses_the_host_before_any_change(
     first_converge: FirstConverge,
 ) -> None:
+    """The host alone is refused (one failing operation, nothing else on it), not the run
+    stopped while preparing; its last lines name it."""
     before = sh(SNAPSHOT)
     run = pyinfra(*HOST, "--data", "nvidia_driver_version=590.48.01")
     assert run.rc != 0
-    assert "NVIDIA kernel module 580.159.04, group_data pins nvidia_driver_version 590.48.01" in (
-        run.output
-    ), run.tail()
-    assert "Starting operation" not in run.output
+    why = "NVIDIA kernel module 580.159.04, group_data pins nvidia_driver_version 590.48.01"
+    assert why in run.output, run.tail()
+    assert started_operations(run.output) == ["refused: the host's boot loader or NVIDIA driver"]
+    assert refusal_summary(run.output) == [
+        f"{STANDIN_IP}: {why}: install the pinned driver "
+        "(with matching pve-headers for DKMS) before this deploy"
+    ]
     assert sh(SNAPSHOT) == before
 
 
@@ -295,8 +308,10 @@ def test_a_box_without_the_nvidia_driver_is_refused_naming_what_to_install(
         before = sh(SNAPSHOT)
         run = pyinfra(*HOST)
         assert run.rc != 0
-        assert "NVIDIA driver for the GPU passthrough" in run.output, run.tail()
+        assert refused_only(run.output), run.tail()
         assert "no NVIDIA kernel module is installed for kernel" in run.output, run.tail()
+        summary = refusal_summary(run.output)
+        assert len(summary) == 1 and summary[0].startswith(f"{STANDIN_IP}: no NVIDIA kernel")
         assert "install NVIDIA driver 580.159.04 with the pve-headers of kernel" in run.output
         assert sh(SNAPSHOT) == before  # nothing on the host changed
     finally:

@@ -25,7 +25,9 @@ from tests.helpers import (
     interrupt_when,
     llmhost_site,
     pyinfra,
+    refusal_summary,
     standin_recorded,
+    started_operations,
 )
 
 HOST = ("inventory/sandbox.py", "deploys/host.py")
@@ -120,7 +122,7 @@ def test_bad_data_for_the_new_fields_is_refused_before_any_operation(
     assert guest_sh(sandbox, f"sha256sum {ENV_FILE} /etc/systemd/system/{UNIT}") == before
 
 
-def test_a_port_held_by_another_server_stops_the_run_and_names_it(
+def test_a_port_held_by_another_server_refuses_the_guest_and_names_it(
     site: GuestConfig, sandbox: SandboxState
 ) -> None:
     guest_sh(
@@ -130,16 +132,52 @@ def test_a_port_held_by_another_server_stops_the_run_and_names_it(
     try:
         time.sleep(1.5)
         before = guest_sh(sandbox, "ls /etc/systemd/system/")
+        run = pyinfra(*SERVE, "--dry", "--data", "port=8011")  # --dry says it too
+        assert "REFUSED (the guest's live state): port 8011" in run.output, run.tail()
         run = pyinfra(*SERVE, "--data", "port=8011")
         assert run.rc != 0
         assert "port 8011 (for tiny-llama) is already held by pid " in run.output, run.tail()
         assert "python3 -m http.server 8011" in run.output
         assert "unit foreign-vllm.service" in run.output
-        assert "Starting operation" not in run.output
+        assert started_operations(run.output) == ["refused: the guest's live state"]
+        assert refusal_summary(run.output)[0].startswith(f"{sandbox.ip}: port 8011 (for tiny")
         assert guest_sh(sandbox, "ls /etc/systemd/system/") == before
         assert guest_sh(sandbox, f"systemctl is-active {UNIT}") == "active"
     finally:
         guest_sh(sandbox, "systemctl stop foreign-vllm.service", check=False)
+
+
+SYSCTL_FILE = "/etc/sysctl.d/90-llmhost.conf"
+
+
+def test_a_refused_guest_stops_no_other_host_the_stand_in_is_converged(
+    site: GuestConfig, sandbox: SandboxState
+) -> None:
+    """After a reboot a stale server holds the guest's port, and the Proxmox host drifted:
+    one site run repairs the host and refuses the guest alone, naming the holder, and exits
+    non-zero; once the port is free the next run converges the guest."""
+    drift = "vm.swappiness = 60  # edited by hand"
+    standin.ssh(f"echo {drift!r} >> {SYSCTL_FILE}")
+    guest_sh(sandbox, f"systemctl stop {UNIT}")
+    guest_sh(
+        sandbox,
+        "systemd-run --unit=foreign-vllm --collect python3 -m http.server 8000 --bind 0.0.0.0",
+    )
+    try:
+        time.sleep(1.5)
+        run = pyinfra(*SITE)
+        assert run.rc != 0, run.tail()
+        assert "port 8000 (for tiny-llama) is already held by pid " in run.output, run.tail()
+        assert "python3 -m http.server 8000" in run.output
+        assert drift not in (standin.ssh(f"cat {SYSCTL_FILE}") or ""), "the drift stayed"
+        summary = refusal_summary(run.output)  # the guest alone: the stand-in converged
+        assert len(summary) == 1 and summary[0].startswith(f"{sandbox.ip}: port 8000"), summary
+        assert guest_sh(sandbox, f"systemctl is-active {UNIT}", check=False) != "active"
+    finally:
+        guest_sh(sandbox, "systemctl stop foreign-vllm.service", check=False)
+    again = pyinfra(*SITE)
+    assert again.rc == 0, again.tail()
+    assert guest_sh(sandbox, f"systemctl is-active {UNIT}") == "active"
 
 
 def test_ctrl_c_during_a_readiness_wait_exits_at_once_and_the_next_run_converges(

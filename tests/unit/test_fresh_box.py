@@ -429,12 +429,31 @@ def test_preflight_leaves_the_block_to_after_the_load_or_refuses_the_host(
     assert (pre.refused or "").startswith(refused or "") and bool(pre.refused) == bool(refused)
 
 
-def test_a_loaded_module_other_than_the_pin_still_stops_the_run_before_any_change() -> None:
-    with ctx_host.use(box(loaded="575.57.08")), pytest.raises(task.HostStateError) as exc:
-        task.preflight(h200_host())
-    assert f"NVIDIA kernel module 575.57.08, group_data pins nvidia_driver_version {PIN}" in str(
-        exc.value
-    )
+@pytest.mark.parametrize(
+    ("fake", "refused"),
+    [
+        (box(loaded="575.57.08"), f"NVIDIA kernel module 575.57.08, group_data pins {PIN}"),
+        (box(loaded=None), "/proc/devices lists the NVIDIA modules but their version cannot"),
+    ],
+)
+def test_other_live_states_refuse_this_host_alone_and_stop_no_run(
+    fake: FakeHost, refused: str
+) -> None:
+    """A loaded module other than the pin, an unreadable version, nodes that give no block:
+    the host is refused (the site's other hosts go on), it raises nothing while preparing."""
+    with ctx_host.use(fake):
+        pre = task.preflight(h200_host())
+    assert pre.block is None and pre.refused, pre
+    want = refused.replace(f"pins {PIN}", f"pins nvidia_driver_version {PIN}")
+    assert want in pre.refused, pre.refused
+
+
+def test_an_unknown_boot_loader_refuses_this_host_alone() -> None:
+    fake = box()
+    fake.facts[BootLoader] = None
+    with ctx_host.use(fake):
+        pre = task.preflight(lab_host(boot_loader="auto"))
+    assert pre.refused and "cannot tell the boot loader" in pre.refused
 
 
 class Recorder:
@@ -455,7 +474,6 @@ class Recorder:
 
 
 OPERATIONS = (
-    "host_refused",
     "kernel_cmdline",
     "swap_off",
     "nvidia_modules_loaded",
@@ -473,6 +491,7 @@ def deploy_order(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     rec = Recorder()
     for name in OPERATIONS:
         monkeypatch.setattr(task, name, rec.op)
+    monkeypatch.setattr(task, "refuse_host", lambda what, message: rec.names.append(what))
     for module in ("files", "server", "systemd"):
         monkeypatch.setattr(task, module, rec)
     monkeypatch.setattr(task, "say", lambda message: None)
@@ -484,6 +503,7 @@ def deploy_order(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 LOAD_NAME = "NVIDIA modules loaded (nvidia, nvidia_uvm) and their /dev nodes"
+REFUSED = "the host's boot loader or NVIDIA driver"
 
 
 def test_the_modules_load_after_their_options_are_written_and_before_what_needs_them(
@@ -498,14 +518,14 @@ def test_the_modules_load_after_their_options_are_written_and_before_what_needs_
     assert load < names.index("nvidia-persistenced enabled and running")
     blocks = [i for i, n in enumerate(names) if n.startswith("GPU passthrough block")]
     assert blocks and load < min(blocks)
-    assert "NVIDIA driver for the GPU passthrough" not in names
+    assert REFUSED not in names
 
 
 def test_a_box_without_the_driver_gets_its_refusal_and_nothing_else(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     names = deploy_order(box(FRESH_MAJORS, [], NvidiaModule(KERNEL), loaded=None), monkeypatch)
-    assert names == ["NVIDIA driver for the GPU passthrough"]
+    assert names == [REFUSED]
 
 
 # --- the stand-in's captures for the module states ---------------------------------------------
