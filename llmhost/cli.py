@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llmhost", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sbx = sub.add_parser("sandbox", help="the local Debian 12 LXC guest")
-    sbx.add_argument("action", choices=["up", "down", "status", "reboot"])
+    sbx.add_argument("action", choices=["up", "down", "status", "reboot", "forget-failed"])
     pve = sub.add_parser("standin", help="a container standing in for a Proxmox host")
     pve.add_argument("action", choices=["up", "down", "reset"])
     fleet = sub.add_parser(
@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                 sandbox.down()
             elif args.action == "reboot":
                 sandbox.reboot()
+            elif args.action == "forget-failed":
+                sandbox.forget_failed_switch()
             else:
                 print(json.dumps(sandbox.status(), indent=2))
         elif args.command == "standin":

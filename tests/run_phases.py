@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -552,6 +553,23 @@ def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Ou
     return outcomes, interrupted
 
 
+SUITES_KEPT = 3
+
+
+def own_results_dir(out_dir: Path) -> Path:
+    """A results directory of this run's own for every deploy it starts ($LLMHOST_RESULTS_DIR,
+    which verify.results_dir's default follows): baselines and history that `make demo` or a
+    user's runs left in results/ never judge the suite's gates, and the suite never adds to
+    them. The last SUITES_KEPT are kept for a look afterwards."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    suite = out_dir / f"suite-{stamp}"
+    suite.mkdir(parents=True, exist_ok=True)
+    for old in sorted(out_dir.glob("suite-*"))[:-SUITES_KEPT]:
+        shutil.rmtree(old, ignore_errors=True)
+    os.environ["LLMHOST_RESULTS_DIR"] = str(suite)
+    return suite
+
+
 def main() -> int:
     catch_ctrl_c()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -560,6 +578,8 @@ def main() -> int:
     out_dir = results_dir() / "make-test"
     scratch = out_dir / "junit"
     scratch.mkdir(parents=True, exist_ok=True)
+    suite = own_results_dir(out_dir)
+    print(f"[make test] the deploys' results (gates, baselines, switches) go to {suite}")
     wanted = tuple(args.only)
     selected = [p for p in phases() if not wanted or p.name.startswith(wanted)]
     start = time.monotonic()

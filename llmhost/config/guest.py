@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -251,7 +252,10 @@ class VerifySettings(Strict):
     load_generator: Literal["guest", "control"] = "guest"
     bench: BenchOverride | None = None
     # On the control machine, relative to the directory pyinfra runs in unless absolute.
-    results_dir: str = "results"
+    # $LLMHOST_RESULTS_DIR moves the default (make test gives its deploys their own).
+    results_dir: str = Field(
+        default_factory=lambda: os.environ.get("LLMHOST_RESULTS_DIR") or "results"
+    )
 
 
 # vLLM's --shutdown-timeout (a drain on SIGTERM) came with 0.18.0; older servers abort the

@@ -505,3 +505,42 @@ def load_state() -> SandboxState:
     if not STATE_FILE.exists():
         raise SandboxError(f"no sandbox state at {STATE_FILE}: run `make sandbox-up` first")
     return SandboxState(**json.loads(STATE_FILE.read_text()))
+
+
+# On the guest: the serving record without its failed switch (written as the guard writes it:
+# a temporary file, then renamed); says what it forgot.
+FORGET_FAILED = """\
+import json, os, sys
+path = sys.argv[1] if len(sys.argv) > 1 else "/opt/llmhost/state/serving.json"
+try:
+    record = json.load(open(path))
+except (OSError, ValueError):
+    sys.exit(0)
+failed = record.pop("failed", None) if isinstance(record, dict) else None
+if failed:
+    with open(path + ".tmp", "w") as out:
+        json.dump(record, out)
+    os.replace(path + ".tmp", path)
+    print("forgot the failed switch to %s" % failed.get("model"))
+"""
+
+
+def forget_failed_switch() -> None:
+    """`make test` starts from a known guest: a switch that failed before (a user's drill
+    after `make demo`) would refuse every later switch to that model ("failed before"), so
+    its record is dropped; the model that serves and the units are left to the suite's own
+    first deploy."""
+    if not STATE_FILE.exists() or not container_running():
+        return
+    state = load_state()
+    proc = subprocess.run(
+        [*ssh_command(Path(state.ssh_key)), "python3 -"],
+        input=FORGET_FAILED,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if proc.returncode != 0:
+        raise SandboxError(f"could not read the guest's serving record: {proc.stderr.strip()}")
+    if proc.stdout.strip():
+        log(f"guest {state.ip}: {proc.stdout.strip()} (make test starts from a known state)")

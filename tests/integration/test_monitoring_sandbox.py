@@ -26,7 +26,16 @@ from llmhost.proofs.readiness import wait_ready
 from llmhost.testbed import sandbox as sandbox_ctl
 from llmhost.testbed import standin
 from llmhost.testbed.sandbox import SandboxState
-from tests.helpers import REPO, SERVE, SITE, api_headers, changed_ops, guest_sh, pyinfra
+from tests.helpers import (
+    REPO,
+    RESULTS,
+    SERVE,
+    SITE,
+    api_headers,
+    changed_ops,
+    guest_sh,
+    pyinfra,
+)
 
 SANDBOX_INVENTORY = str(REPO / "inventory" / "sandbox.py")
 UNIT = "llmhost-tiny-llama.service"
@@ -317,7 +326,7 @@ def test_the_state_document_reads_the_last_hour_from_prometheus(
     assert rows["up now"] == 1.0, rows
     assert isinstance(rows["engine starts"], float) and rows["engine starts"] >= 1, rows
     assert isinstance(rows["output tok/s, mean"], float), rows
-    records = sorted((REPO / "results" / sandbox.ip).glob("*-tiny-llama-gate.json"))
+    records = sorted((RESULTS / sandbox.ip).glob("*-tiny-llama-gate.json"))
     gate = json.loads(records[-1].read_text())["verdicts"]["gate"] if records else []
     expected = {
         f"last gate: c={g['concurrency']} output tok/s": round(g["measured"], 1) for g in gate

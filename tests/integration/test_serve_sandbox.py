@@ -23,6 +23,7 @@ from llmhost.testbed.sandbox import SandboxState, api_key
 from tests.helpers import (
     PYINFRA,
     REPO,
+    RESULTS,
     SERVE,
     SITE,
     api_headers,
@@ -46,7 +47,7 @@ def test_serve_converges_the_guest_and_proves_it_serves(sandbox: SandboxState) -
     assert run.rc == 0, run.tail()
     # What the deploy wrote (gate JSON, history, plots, baselines) is outside git's view.
     assert git_status() == before, f"the deploy changed git status:\n{git_status()}"
-    assert (REPO / "results").is_dir()
+    assert RESULTS.is_dir()
     assert "READY tiny-llama at http://" in run.output, run.tail()
     # The hooks, in order: it serves, it answers right, it holds its baseline.
     assert "correctness OK for tiny-llama: " in run.output, run.tail()
@@ -259,7 +260,7 @@ def test_the_key_is_in_the_0600_env_file_and_nowhere_else(
     assert key not in journal, f"the API key is in the journal of {unit.unit_name}"
     assert key not in guest_sh(sandbox, "journalctl --no-pager -b"), "the key is in the journal"
     # Not in any benchmark result on the control machine (JSON, history, plots).
-    results = REPO / "results"
+    results = RESULTS
     leaked = [
         str(path.relative_to(REPO))
         for path in sorted(results.rglob("*"))

@@ -4,9 +4,11 @@ over; a free one gets this checkout's own daemon, tracked by its PID file."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,3 +63,23 @@ def test_a_free_port_gets_this_checkouts_own_daemon(
     finally:
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
+
+
+def test_make_test_forgets_a_failed_switch_the_guest_remembers(tmp_path: Path) -> None:
+    """The guest-side script `make test` runs first (sandbox forget-failed): the failed
+    switch goes, the rest of the record stays; a record without one is left as it is."""
+    record = tmp_path / "serving.json"
+    kept = {"current": "tiny-llama", "previous": ["tiny-llama-alt"]}
+    record.write_text(json.dumps({**kept, "failed": {"model": "tiny-llama-wrong", "at": 1}}))
+
+    def run() -> str:
+        argv = [sys.executable, "-", str(record)]
+        return subprocess.run(
+            argv, input=sandbox.FORGET_FAILED, capture_output=True, text=True
+        ).stdout
+
+    assert run().strip() == "forgot the failed switch to tiny-llama-wrong"
+    assert json.loads(record.read_text()) == kept
+    assert run() == "" and json.loads(record.read_text()) == kept
+    record.unlink()
+    assert run() == ""  # no record: nothing to forget
