@@ -38,7 +38,10 @@ def switched(sandbox: SandboxState, served: GuestConfig) -> str:
     of its own, so the gate judges this model on the catalog's figures, not on a baseline a
     user's earlier runs left."""
     results = f"results/remote-code-{int(time.time())}"
-    verify = {"mode": "full", "results_dir": results, "draft_ab": "never"}
+    # One measured run a level and no warm-up: this gate proves that the benchmark loads the
+    # tokenizer and measures, judged on the catalog's figures; the gate module judges speed.
+    bench = {"runs": 1, "warmup_max_runs": 0}
+    verify = {"mode": "full", "results_dir": results, "draft_ab": "never", "bench": bench}
     run = pyinfra(
         *SERVE, "--data", f"served_model={MODEL}", "--data", f"verify={json.dumps(verify)}"
     )

@@ -276,11 +276,11 @@ def test_a_switch_that_fails_rolls_back_by_itself(
 def test_the_exec_stop_drain_of_the_lab_pin_0_16_waits_for_a_running_stream(
     served: GuestConfig, sandbox: SandboxState
 ) -> None:
-    """vLLM 0.16.0 (the lab's pin) has no --shutdown-timeout, so its unit drains in ExecStop=
-    before systemd's SIGTERM. That very command, as render_unit writes it for this guest with
-    0.16.0 pinned, runs here on the guest against its real vLLM while a stream of 8 x 1,800
-    tokens runs: it must
-    return only after the stream ended whole. With nothing running it returns at once."""
+    """vLLM 0.16.0 (a pin from vLLM's own index) has no --shutdown-timeout: its unit drains
+    in ExecStop= before systemd's SIGTERM. That very command, as render_unit writes it for
+    this guest with 0.16.0 pinned, runs here on the guest against its real vLLM while a
+    stream of 8 x 1,800 tokens runs: it must return only after the stream ended whole. With
+    nothing running it returns at once."""
     pinned = served.model_copy(
         update={"vllm": served.vllm.model_copy(update={"version": "0.16.0"})}
     )

@@ -23,7 +23,7 @@ import llmhost
 cfg = CudaGuest(
     host_name="llm-lxc", host_profile="lxc-p2p", accelerator="cuda", gpu_count=8,
     served_model="kimi-k2.5-int4",
-    vllm={"version": "0.16.0", "cuda_variant": "cu129", "python": "3.12"},
+    vllm={"version": "0.19.0", "cuda_variant": "cu128", "python": "3.12"},
     cuda={"toolkit_version": "12.8", "driver_version": "590.48.01"},
 )
 print("PACKAGE", llmhost.__file__)
@@ -51,6 +51,6 @@ def test_the_installed_wheel_renders_a_unit_and_an_env_file(tmp_path: Path) -> N
     out = subprocess.run([python, "-c", RENDER], cwd=tmp_path, **run).stdout
     assert f"PACKAGE {venv}" in out  # the installed copy, not the checkout
     assert "TESTBED True False" in out  # the test bed's catalog ships, apart from production
-    assert "ExecStart=/opt/llmhost/venvs/vllm-0.16.0-cu129/bin/vllm serve" in out
-    assert "--tensor-parallel-size 8" in out and "VLLM_ATTENTION_BACKEND=TRITON_MLA" in out
+    assert "ExecStart=/opt/llmhost/venvs/vllm-0.19.0-cu128/bin/vllm serve" in out
+    assert "--tensor-parallel-size 8" in out and "--attention-backend TRITON_MLA" in out
     assert "KillMode=mixed" in out and "NCCL_P2P_LEVEL=PHB" in out
