@@ -141,8 +141,10 @@ def results_rows(output: str) -> dict[str, tuple[str, str, str]]:
 
 
 def started_operations(output: str) -> list[str]:
-    """The names of the operations a pyinfra run started, in order."""
-    return re.findall(r"Starting operation: (.+?)\s*$", output, re.M)
+    """The operations a pyinfra run started, in order, each by its own name (without the
+    names of the @deploy steps around it, which pyinfra joins before it with " | ")."""
+    started = re.findall(r"Starting operation: (.+?)\s*$", output, re.M)
+    return [name.split(" | ")[-1] for name in started]
 
 
 def refused_only(output: str) -> bool:
