@@ -86,12 +86,11 @@ demo: site
 # `make test PHASES="unit integration/test_switch"` runs only the phases starting so.
 # It starts from the sandbox of one guest and a freshly reset stand-in, whatever an
 # interrupted run (or a `make fleet-up`) left: the fleet's copy is removed first, and a
-# failed switch the guest remembers is forgotten; its deploys write to a results directory
+# failed switch the guest remembers is forgotten (llmhost/testbed/suite_start.py: a guest that
+# something outside stops meanwhile is started again); its deploys write to a results directory
 # of their own (results/make-test/suite-<time>), so a user's baselines never judge it.
 test: sandbox-up standin-up
-	$(PY) -m llmhost.cli replica down
-	$(PY) -m llmhost.cli standin reset
-	$(PY) -m llmhost.cli sandbox forget-failed
+	$(PY) -m llmhost.cli sandbox test-start
 	$(PY) tests/run_phases.py $(addprefix --only ,$(PHASES))
 
 # Language-level correctness on a real model from PyPI (SmolLM2-135M; ~3 minutes; in make test).

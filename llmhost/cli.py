@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="llmhost", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sbx = sub.add_parser("sandbox", help="the local Debian 12 LXC guest")
-    sbx.add_argument("action", choices=["up", "down", "status", "reboot", "forget-failed"])
+    sbx.add_argument(
+        "action", choices=["up", "down", "status", "reboot", "forget-failed", "test-start"]
+    )
     pve = sub.add_parser("standin", help="a container standing in for a Proxmox host")
     pve.add_argument("action", choices=["up", "down", "reset"])
     fleet = sub.add_parser(
@@ -106,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                 sandbox.reboot()
             elif args.action == "forget-failed":
                 sandbox.forget_failed_switch()
+            elif args.action == "test-start":
+                from llmhost.testbed import suite_start
+
+                suite_start.prepare()
             else:
                 print(json.dumps(sandbox.status(), indent=2))
         elif args.command == "standin":
