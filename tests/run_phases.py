@@ -11,12 +11,13 @@ one failed, so one run names every failure; the exit code is 1 when any phase fa
 Standard library only: it runs with the project's venv Python.
 
 The phases that measure speed (the gate, the draft A/Bs, the benchmarks) run first, with
-nothing beside them. The GRUB VM (about 8 minutes of software emulation, sharing nothing with
-the sandbox's guests) then runs beside the remaining phases at idle CPU and I/O priority
-(SCHED_IDLE, ionice idle): it gets only the CPU they leave unused (a quarter to a half of two
-cores while they wait on readiness, health windows and alerts): measured, it slowed the fleet
-module by 7-12% and took about ten minutes off the total. It has the CPU to itself once they
-end; the runner then waits for it.
+nothing beside them. A lane of phases that need no sandbox guest then runs beside the
+remaining phases, one after another: the unit tests (at normal priority: a few time
+themselves), the site contract, and the GRUB VM (about 8 minutes of software emulation) at idle
+CPU and I/O priority (SCHED_IDLE, ionice idle): it gets only the CPU they leave unused (a
+quarter to a half of two cores while they wait on readiness, health windows and alerts):
+measured, it slowed the fleet module by 7-12% and took about ten minutes off the total. The
+lane has the CPU to itself once they end; the runner then waits for it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -75,8 +76,12 @@ class Phase:
     junit: bool = False  # a pytest phase: its per-test times are read back from JUnit XML
     # Judges speed (a gate, an A/B, a benchmark): runs before anything runs beside the phases.
     quiet: bool = False
-    # Runs beside the phases after the quiet ones, at idle priority (the VM).
+    # Runs beside the phases after the quiet ones (the lane: unit, contract, the VM, one
+    # after another), at idle priority unless `idle` is off.
     beside: bool = False
+    # Beside the others at SCHED_IDLE and idle I/O (the VM's emulation); off for a phase whose
+    # tests time themselves (unit: Ctrl-C within 2 s), which then shares the CPU as equals.
+    idle: bool = True
     # What stops what it leaves running outside its session when it is interrupted.
     cleanup: list[str] = field(default_factory=list)
 
@@ -128,8 +133,8 @@ assert set(SPLIT_MODULES) <= set(QUIET_MODULES), "a split module's quiet half ne
 
 
 def phases() -> list[Phase]:
-    """The suite, in order: no target; the phases that judge speed, alone; then the VM beside
-    the rest of the sandbox site's phases."""
+    """The suite, in order: the phases that judge speed, alone; then the lane (unit, contract,
+    the VM) beside the rest of the sandbox site's phases."""
     guest = ["--hosts=ssh://" + SANDBOX_IP, "--ssh-config=" + SSH_CONFIG]
     host = ["--hosts=ssh://" + STANDIN_IP, "--ssh-config=" + SSH_CONFIG]
     integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
@@ -148,15 +153,21 @@ def phases() -> list[Phase]:
         (p for p in modules if p.quiet),
         key=lambda p: QUIET_MODULES.index(p.name.removeprefix("integration/")),
     )
+    # The lane beside the sandbox's phases, after those that judge speed: no guest of the
+    # sandbox's in any of them. The unit tests (a minute, mostly waits) and the site's own
+    # vLLM parsing every production argv (its lock, a cached venv) first, the VM last.
+    unit = pytest_phase("unit", "tests/unit")
+    contract = pytest_phase("contract", "tests/contract")
+    lane = [
+        replace(unit, beside=True, idle=False),
+        replace(contract, beside=True),
+        Phase("vm", ["bash", "-c", VM_SCRIPT], junit=True, beside=True, cleanup=VM_STOP),
+    ]
     return [
-        pytest_phase("unit", "tests/unit"),
-        # The site's own vLLM (its lock, a cached venv) parses every production argv: no
-        # sandbox, a minute or two; before the phases that judge speed, never beside them.
-        pytest_phase("contract", "tests/contract"),
         *quiet,
         Phase("bench/converge", [PY, "benchmarks/converge.py"], quiet=True),
         Phase("bench/switch_downtime", [PY, "benchmarks/switch_downtime.py"], quiet=True),
-        Phase("vm", ["bash", "-c", VM_SCRIPT], junit=True, beside=True, cleanup=VM_STOP),
+        *lane,
         *(p for p in modules if not p.quiet),
         pytest_phase("language", "tests/language"),
         pytest_phase("state/guest", "tests/state/guest", *guest),
@@ -379,13 +390,15 @@ class Beside:
         self.log_path = scratch / (phase.name.replace("/", "--") + ".log")
         self.log = self.log_path.open("w")
         print(
-            f"\n[make test] === {phase.name}: started beside the next phases at idle CPU "
-            f"priority (its output in {self.log_path}, printed when it ends)",
+            f"\n[make test] === {phase.name}: started beside the next phases"
+            f"{' at idle CPU priority' if phase.idle else ''} (its output in {self.log_path}, "
+            "printed when it ends)",
             flush=True,
         )
         self.start, self.ticks = time.monotonic(), cpu_ticks()
+        idle = ["chrt", "--idle", "0", "ionice", "-c", "3"] if phase.idle else []
         self.proc = subprocess.Popen(
-            ["chrt", "--idle", "0", "ionice", "-c", "3", *argv],
+            [*idle, *argv],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=self.log,
@@ -443,6 +456,51 @@ class Beside:
         return self.proc.poll() is not None
 
 
+class Lane:
+    """The phases beside the others, one after another (each a Beside), in a thread of its
+    own: the lane goes on while the runner runs the sandbox's phases in front of it."""
+
+    def __init__(self, phases: list[Phase], scratch: Path) -> None:
+        self.phases, self.scratch = phases, scratch
+        self.started: list[Beside] = []
+        self.stopping = False
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for phase in self.phases:
+            with self.lock:
+                if self.stopping:
+                    return
+                self.started.append(Beside(phase, self.scratch))
+            self.started[-1].waiter.join()
+
+    def current(self) -> str:
+        return self.started[-1].phase.name if self.started else self.phases[0].name
+
+    def ended(self) -> bool:
+        return not self.thread.is_alive()
+
+    def finish(self) -> list[Outcome]:
+        """Each phase's outcome, waiting for the lane's end."""
+        if not self.ended():
+            print(f"\n[make test] === the lane beside: waiting for {self.current()}", flush=True)
+        self.thread.join()
+        return [beside.finish() for beside in self.started]
+
+    def stop(self) -> list[Outcome]:
+        """Ctrl-C or CI's timeout: nothing more starts; the one running is stopped whole, those
+        that ended are reported."""
+        with self.lock:
+            self.stopping = True
+        running = [b for b in self.started if not b.ended()]
+        for beside in running:
+            beside.stop()
+        self.thread.join(timeout=30)
+        return [b.finish() for b in self.started if b not in running]
+
+
 def fmt(seconds: float) -> str:
     return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
 
@@ -498,19 +556,21 @@ def catch_ctrl_c() -> None:
 
 
 def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Outcome], str | None]:
-    """Every selected phase, a phase beside the others started where it stands in the order;
-    (their outcomes, the phase interrupted or None). Whatever happens, a phase beside the
-    others does not outlive the run."""
+    """Every selected phase, the lane beside the others started where its first phase stands
+    in the order; (their outcomes, the phase interrupted or None). Whatever happens, no phase
+    beside the others outlives the run."""
     outcomes: list[Outcome] = []
     warned = False
     interrupted = None
-    beside: Beside | None = None
+    lane: Lane | None = None
     try:
         for index, phase in enumerate(selected):
             try:
-                # Beside the others only when others follow it; else it is the run's last.
-                if phase.beside and index < len(selected) - 1:
-                    beside = Beside(phase, scratch)
+                if phase.beside and lane is not None:
+                    continue  # in the lane already
+                # Beside the others only when others follow; else the lane's phases just run.
+                if phase.beside and any(not p.beside for p in selected[index + 1 :]):
+                    lane = Lane([p for p in selected[index:] if p.beside], scratch)
                     continue
                 outcomes.append(run_phase(phase, scratch))
                 elapsed = time.monotonic() - start
@@ -529,27 +589,28 @@ def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Ou
                     outcomes.append(stop.outcome)
                 print(f"[make test] interrupted during {phase.name}", flush=True)
                 break
-        if beside is not None and (interrupted is None or beside.ended()):
+        if lane is not None and (interrupted is None or lane.ended()):
             try:
-                outcomes.append(beside.finish())
-                print(
-                    f"[make test] {beside.phase.name}: {fmt(outcomes[-1].seconds)} beside the "
-                    f"others, {fmt(time.monotonic() - start)} so far",
-                    flush=True,
-                )
-                beside = None
+                for outcome in lane.finish():
+                    outcomes.append(outcome)
+                    print(
+                        f"[make test] {outcome.name}: {fmt(outcome.seconds)} beside the "
+                        f"others, {fmt(time.monotonic() - start)} so far",
+                        flush=True,
+                    )
+                lane = None
             except KeyboardInterrupt:
-                interrupted = interrupted or beside.phase.name
-                print(f"[make test] interrupted during {beside.phase.name}", flush=True)
+                interrupted = interrupted or lane.current()
+                print(f"[make test] interrupted during {lane.current()}", flush=True)
     finally:
-        if beside is not None:
+        if lane is not None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: cleanup goes on
             try:
-                beside.stop()
+                outcomes.extend(lane.stop())
             finally:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-            if interrupted is not None and beside.phase.name not in interrupted:
-                interrupted += f" (and {beside.phase.name}, beside it)"
+            if interrupted is not None and lane.current() not in interrupted:
+                interrupted += f" (and {lane.current()}, beside it)"
     return outcomes, interrupted
 
 

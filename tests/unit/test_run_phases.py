@@ -19,9 +19,16 @@ def test_every_phase_that_judges_speed_runs_before_the_vm_starts_beside_the_rest
     names = [p.name for p in run_phases.phases()]
     vm = names.index("vm")
     beside = [p for p in run_phases.phases() if p.beside]
-    assert [p.name for p in beside] == ["vm"] and beside[0].cleanup == run_phases.VM_STOP
+    # The lane: the unit tests (at normal priority: some time themselves), the site's
+    # contract, then the VM, each after the phases that judge speed.
+    assert [(p.name, p.idle) for p in beside] == [
+        ("unit", False),
+        ("contract", True),
+        ("vm", True),
+    ]
+    assert beside[-1].cleanup == run_phases.VM_STOP
     quiet = [i for i, p in enumerate(run_phases.phases()) if p.quiet]
-    assert quiet and max(quiet) < vm, names
+    assert quiet and max(quiet) < names.index("unit") < vm, names
     for module in run_phases.QUIET_MODULES:
         assert names.index(f"integration/{module}") < vm
     # In their own order, the gate module last of them (after the first deploy's slow spell).
@@ -110,6 +117,33 @@ def test_ctrl_c_in_a_phase_stops_the_one_beside_it_and_names_both(tmp_path: Path
     assert time.monotonic() - start < 10
     assert interrupted == "integration/x (and vm, beside it)"
     assert [(o.name, o.rc) for o in outcomes] == [("integration/x", 130)] and marker.exists()
+
+
+def test_the_lane_runs_its_phases_one_after_another_beside_the_others(tmp_path: Path) -> None:
+    """unit, contract and the VM share one lane: the second starts when the first ends, the
+    front phases meanwhile go on; a phase marked not idle runs at normal priority."""
+    stamp = "import time, pathlib; pathlib.Path({!r}).write_text(str(time.monotonic()))"
+    first = Phase(
+        "unit",
+        [sys.executable, "-c", PROBE + "; import time; time.sleep(1)"],
+        beside=True,
+        idle=False,
+    )
+    second = Phase("vm", [sys.executable, "-c", stamp.format(str(tmp_path / "vm-start"))])
+    second.beside = True
+    front = Phase("front", [sys.executable, "-c", "import time; time.sleep(2)"])
+    start = time.monotonic()
+    outcomes, interrupted = run_phases.run_all([first, second, front], tmp_path, start)
+    assert interrupted is None
+    assert [(o.name, o.rc, o.beside) for o in outcomes] == [
+        ("front", 0, False),
+        ("unit", 0, True),
+        ("vm", 0, True),
+    ]
+    assert (tmp_path / "unit.log").read_text().strip() == "other"  # not SCHED_IDLE
+    vm_started = float((tmp_path / "vm-start").read_text()) - start
+    assert 1 <= vm_started < 2, vm_started  # after unit's end, before the front phase's
+    assert time.monotonic() - start < 4
 
 
 def test_a_vm_phase_selected_last_runs_in_the_foreground(tmp_path: Path) -> None:
