@@ -16,7 +16,7 @@ from llmhost.facts.files import FileText, FreeBytes, LlmhostUnitStates
 from llmhost.monitoring import gate_textfile
 from llmhost.naming import serving_record, unit_name
 from llmhost.operations.log import guest_run, say
-from llmhost.operations.models import MARKER, stage_marker
+from llmhost.operations.models import marker_path, stage_marker
 from llmhost.operations.switch import RollbackTarget, SwitchGuard
 from llmhost.proofs.correct import CorrectnessRecord
 from llmhost.render import gpu_free_command
@@ -31,10 +31,15 @@ GB = 1_000_000_000
 def disk_refusal(cfg: GuestConfig) -> str | None:
     """Free space on the models disk against the disk_gb of every weights set to stage; why
     the guest is refused when they cannot fit (before any download, the old model serving)."""
+    # Weights already on the box (existing_weights, disk_gb 0 here) take no room: they are
+    # neither counted nor named; the others are missing unless their marker says staged.
     missing = [
         p
         for p in models_to_stage(cfg)
-        if (host.get_fact(FileText, path=f"{cfg.models_dir}/{p.weights_id}/{MARKER}") or "").strip()
+        if p.disk_gb
+        and (
+            host.get_fact(FileText, path=marker_path(cfg.models_dir, p.weights_id, False)) or ""
+        ).strip()
         != stage_marker(p)
     ]
     need = sum(p.disk_gb for p in missing) * GB

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import runpy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,6 +87,22 @@ def test_the_guest_s_live_state_refuses_it_with_why(
     else:
         assert said is not None and why in said, said
         assert "nothing was changed" in said
+
+
+def test_weights_already_on_the_box_take_no_room_and_are_not_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full models disk refuses no guest whose every weights set is on the box already
+    (existing_weights: linked, staged nowhere)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.json").write_text(
+        json.dumps({"model": "tiny-llama", "files": {"model.safetensors": {"size": 4}}})
+    )
+    local = {"tiny-llama": {"path": "/srv/local-weights/tiny-llama", "manifest": "m.json"}}
+    with ctx_host.use(Guest(free=0)):
+        assert live_state_refusal(sandbox_guest(existing_weights=local), None) is None
+    with ctx_host.use(Guest(free=0)):  # the same guest staging them: refused for the disk
+        assert "staging needs" in (live_state_refusal(sandbox_guest(), None) or "")
 
 
 @pytest.mark.parametrize(
