@@ -42,7 +42,7 @@ from llmhost.secrets import resolve_secrets
 from llmhost.tasks.monitoring import gpu_attribution, node_exporter, prometheus, site_hosts
 from llmhost.tasks.proxmox_host import proxmox_host
 from llmhost.tasks.router import router_workers, taken_ports, vllm_router
-from llmhost.tasks.serving_guest import refused_guest, serving_guest
+from llmhost.tasks.serving_guest import checked_guest, serving_guest
 
 interrupt.install()
 no_delay(host)  # ~6 ms a guest command instead of ~49 (llmhost/connection.py)
@@ -63,11 +63,12 @@ if proxmox:
 barrier(name="Proxmox hosts done: serving guests next", what="site order")
 # A guest whose live state refuses it (a foreign server on its port, say) gets one failing
 # operation before any other; the site's other hosts go on (llmhost/operations/refused.py).
-refused = guest is not None and refused_guest(guest)
+live = checked_guest(guest) if guest is not None else None
+refused = live is not None and live.refused is not None
 if exporter and not refused:
     node_exporter(exporter, scrape_address(host), gpus=gpu_attribution(proxmox, guest))
 if guest and secrets and not refused:
-    serving_guest(guest, secrets, node_exporter=exporter is not None, checked=True)
+    serving_guest(guest, secrets, node_exporter=exporter is not None, live=live)
 barrier(name="serving guests done: routers and monitoring next", what="site order")
 if router:
     vllm_router(router, workers)

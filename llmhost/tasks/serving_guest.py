@@ -8,6 +8,8 @@ other hosts converge.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyinfra import host
 
 from llmhost.config.guest import GuestConfig
@@ -58,27 +60,40 @@ def live_state_refusal(cfg: GuestConfig, record_text: str | None) -> str | None:
     return next((why for check in checks if (why := check())), None)
 
 
-def refused_guest(cfg: GuestConfig) -> bool:
-    """Whether the guest's live state refuses it; when it does, its one failing operation is
-    added now (llmhost/operations/refused.py): call it before any other operation on it."""
+@dataclass(frozen=True)
+class LiveState:
+    """What the guest's live state said: its serving record (read once: pyinfra 3.10 keeps no
+    fact cache, so each read is an ssh round trip) and why it is refused, if it is."""
+
+    record_text: str | None
+    refused: str | None
+
+
+def checked_guest(cfg: GuestConfig) -> LiveState:
+    """The guest's live state; when it refuses the guest, its one failing operation is added
+    now (llmhost/operations/refused.py): call it before any other operation on it."""
     record_text = host.get_fact(FileText, path=serving_record(cfg.root_dir))
     refused = live_state_refusal(cfg, record_text)
     if refused:
         refuse_host("the guest's live state", refused)
-    return refused is not None
+    return LiveState(record_text, refused)
 
 
 def serving_guest(
-    cfg: GuestConfig, secrets: ResolvedSecrets, node_exporter: bool = False, checked: bool = False
+    cfg: GuestConfig,
+    secrets: ResolvedSecrets,
+    node_exporter: bool = False,
+    live: LiveState | None = None,
 ) -> None:
     """Stage while the old model serves; stop it; start the new one; prove it, or roll back.
     `node_exporter`: this run installs node exporter here before (deploys/site.py on a
     monitored site), so the gate records' textfile directory exists when they are written.
     A guest whose live state refuses it gets one failing operation instead, and the site's
-    other hosts go on; `checked`: the caller asked refused_guest first (and it said no)."""
-    if not checked and refused_guest(cfg):
+    other hosts go on; `live`: what checked_guest said when the caller asked first."""
+    live = live or checked_guest(cfg)
+    if live.refused:
         return
-    record_text = host.get_fact(FileText, path=serving_record(cfg.root_dir))
+    record_text = live.record_text
     guard = switch_guard(cfg, secrets, record_text)  # says what it will switch, if anything
     guest_base(cfg)
     driver = gpu_userspace(cfg) if cfg.accelerator == "cuda" else []
