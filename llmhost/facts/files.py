@@ -50,8 +50,7 @@ class JournalTail(FactBase[list[str]]):
     def default() -> list[str]:
         return []
 
-    def command(self, unit: str, lines: int = 40, nonce: str = "") -> str:
-        # nonce: facts are cached per arguments; a new one reads the journal afresh.
+    def command(self, unit: str, lines: int = 40) -> str:
         return f"journalctl -u {shlex.quote(unit)} -n {int(lines)} --no-pager -o cat || true"
 
     def process(self, output: Iterable[str]) -> list[str]:
@@ -65,7 +64,7 @@ class UnitState(FactBase[dict[str, str]]):
     def default() -> dict[str, str]:
         return {}
 
-    def command(self, unit: str, nonce: str = "") -> str:
+    def command(self, unit: str) -> str:
         props = "ActiveState,SubState,NRestarts,ExecMainStatus,Result"
         return f"systemctl show -p {props} {shlex.quote(unit)} || true"
 

@@ -39,7 +39,7 @@ class RunningCmdline(FactBase[list[str]]):
     def default() -> list[str]:
         return []
 
-    def command(self, nonce: str = "") -> str:
+    def command(self) -> str:
         return "cat /proc/cmdline"
 
     def process(self, output: Iterable[str]) -> list[str]:

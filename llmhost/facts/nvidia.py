@@ -71,7 +71,7 @@ class HostDriverVersion(FactBase[str | None]):
     def default() -> None:
         return None
 
-    def command(self, nonce: str = "") -> str:
+    def command(self) -> str:
         # The module's own file; where /proc/driver is hidden, NVML's view of the same module,
         # asked only while /proc/devices lists the nvidia major: as root on a box whose module
         # is not loaded, NVML runs the setuid nvidia-modprobe, which loads it (a fact, read at
@@ -103,7 +103,7 @@ class UserspaceDriverVersion(FactBase[str | None]):
     def default() -> None:
         return None
 
-    def command(self, nonce: str = "") -> str:
+    def command(self) -> str:
         return (
             "ls -1 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib64/libnvidia-ml.so.* "
             "2>/dev/null || true"
@@ -154,7 +154,7 @@ class NvidiaKernelModule(FactBase[NvidiaModule]):
     def default() -> NvidiaModule:
         return NvidiaModule()
 
-    def command(self, nonce: str = "") -> str:
+    def command(self) -> str:
         return (
             'echo "kernel $(uname -r)"; '
             'v=$(modinfo -F version nvidia 2>/dev/null) && [ -n "$v" ] && echo "module $v"; '

@@ -76,7 +76,7 @@ def proxmox_sections(cfg: ProxmoxHostConfig) -> list[sec.Section]:
         *common_sections(None),
         sec.kernel_tuning(
             managed=True,
-            running_cmdline=host.get_fact(RunningCmdline, nonce=STAMP),
+            running_cmdline=host.get_fact(RunningCmdline),
             wanted_params=p.kernel_params,
             absent_params=p.kernel_params_absent,
             next_boot=next_boot,
@@ -108,7 +108,7 @@ def guest_sections(cfg: GuestConfig) -> list[sec.Section]:
     sections.append(
         sec.kernel_tuning(
             managed=False,
-            running_cmdline=host.get_fact(RunningCmdline, nonce=STAMP),
+            running_cmdline=host.get_fact(RunningCmdline),
             wanted_params=[],
             absent_params=[],
             next_boot=None,
