@@ -143,7 +143,7 @@ def swap_off(fstab_swaps: list[str], active_swaps: list[str], in_container: bool
         yield "swapoff -a"
     elif active_swaps:
         say(f"swap is on ({', '.join(active_swaps)}) but a container cannot turn it off")
-    if not fstab_swaps and not (active_swaps and not in_container):
+    if not fstab_swaps and not active_swaps:
         host.noop("swap is off and stays off")
 
 
