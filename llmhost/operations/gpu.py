@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from pyinfra import host
 from pyinfra.api import OperationError, operation
 
@@ -29,4 +31,4 @@ def driver_versions_match(pin: str):
 
     + pin: group_data's cuda.driver_version (the host's driver)
     """
-    yield engine_step(lambda: drivers_agree(pin), shown=("read the driver versions",))
+    yield engine_step(functools.partial(drivers_agree, pin), shown=("read the driver versions",))

@@ -39,8 +39,15 @@ def engine_step(
             return fail_this_host(state, host, operation_names(), failure_message(exc))
         return True
 
-    run.__name__ = getattr(step, "__name__", "engine_step")
+    run.__name__ = step_name(step)
     return FunctionCommand(run, shown, {})
+
+
+def step_name(step: Callable[[], object]) -> str:
+    """The name `-v` shows for a step: a partial's function (start_new, commit), a plain
+    function's own name; a lambda should not be passed (its name says nothing)."""
+    inner = getattr(step, "func", step)  # functools.partial
+    return getattr(inner, "__name__", "engine_step")
 
 
 def refusal(message: str) -> FunctionCommand:
