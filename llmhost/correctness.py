@@ -64,9 +64,11 @@ def greedy(
     *,
     headers: Mapping[str, str] | None = None,
     http: requests.Session | None = None,
+    timeout: float = 600,
 ) -> Completion:
     """One greedy completion with its token ids; `headers` carry the API key, `http` is the
-    endpoint's session (its connections reused) or none."""
+    endpoint's session (its connections reused) or none. `timeout`: how long the answer may
+    take (the probe's is sized on the profile: proofs/deadlines.py)."""
     post = http.post if http is not None else requests.post
     resp = post(
         f"{base_url}/v1/completions",
@@ -78,7 +80,7 @@ def greedy(
             "return_token_ids": True,
         },
         headers=dict(headers or {}),
-        timeout=600,
+        timeout=(min(10.0, timeout), timeout),
     )
     resp.raise_for_status()
     choice = resp.json()["choices"][0]

@@ -113,9 +113,16 @@ def levels_argv(
 
 
 def bench_command(
-    guest: GuestBench, bench: BenchProfile, served_name: str, levels: list[int], out_prefix: str
+    guest: GuestBench,
+    bench: BenchProfile,
+    served_name: str,
+    levels: list[int],
+    out_prefix: str,
+    deadline_s: int = 3600,
 ) -> str:
-    """The guest shell command for the whole sweep: one `LLMHOST-BENCH {json}` line a level."""
+    """The guest shell command for the whole sweep, waited on: one `LLMHOST-BENCH {json}`
+    line a level; `timeout` ends it at `deadline_s`. (The gate starts it detached instead and
+    polls it, `start_command`, to print its progress while it runs.)"""
     q = shlex.quote
     argv = levels_argv(guest, bench, served_name, levels, out_prefix)
     key = key_from(guest.env_file)
@@ -124,7 +131,7 @@ def bench_command(
     pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
     # Its own process group, its id in a file: a Ctrl-C on the control machine closes the
     # ssh channel but leaves the benchmark loading the server; `stop_command` ends it.
-    inner = f"echo $$ > {q(pid_file(out_prefix))}; exec timeout 3600 {pin}" + " ".join(
+    inner = f"echo $$ > {q(pid_file(out_prefix))}; exec timeout {int(deadline_s)} {pin}" + " ".join(
         q(a) for a in argv
     )
     return (
@@ -137,6 +144,87 @@ def bench_command(
 
 def pid_file(out_prefix: str) -> str:
     return f"{out_prefix}.pid"
+
+
+def rc_file(out_prefix: str) -> str:
+    return f"{out_prefix}.rc"
+
+
+def log_file(out_prefix: str) -> str:
+    return f"{out_prefix}.log"
+
+
+# `timeout`'s exit status when it ended the command at its deadline.
+DEADLINE_STATUS = 124
+
+
+def start_command(
+    guest: GuestBench,
+    bench: BenchProfile,
+    served_name: str,
+    levels: list[int],
+    out_prefix: str,
+    deadline_s: int,
+) -> str:
+    """Start the whole sweep detached on the guest and return at once: `poll_command` then
+    reads how far it got. Why not one command waited on: the control side prints a progress
+    line every 15 s from the proof's own greenlet (pyinfra keeps the host per greenlet), so it
+    polls with short commands. `timeout` ends the sweep at `deadline_s` (exit 124 in its rc
+    file); in its own session (setsid), so the ssh channel closing does not end it, and in its
+    own process group, whose id `stop_command` reads."""
+    q = shlex.quote
+    argv = levels_argv(guest, bench, served_name, levels, out_prefix)
+    key = key_from(guest.env_file)
+    env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
+    pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
+    rc, rc_tmp = q(rc_file(out_prefix)), q(rc_file(out_prefix) + ".tmp")
+    inner = (
+        f"echo $$ > {q(pid_file(out_prefix))}; timeout {int(deadline_s)} {pin}"
+        + " ".join(q(a) for a in argv)
+        + f"; echo $? > {rc_tmp} && mv -f {rc_tmp} {rc}; rm -f {q(pid_file(out_prefix))}"
+    )
+    log = q(log_file(out_prefix))
+    return (
+        f"cd /tmp && rm -f {rc} {log} {q(pid_file(out_prefix))} && "
+        f"{{ {key} {env} setsid sh -c {q(inner)} >{log} 2>&1 </dev/null & }}"
+    )
+
+
+def poll_command(out_prefix: str) -> str:
+    """How a detached sweep stands: `LLMHOST-STATE starting` (no pid file yet), `running`,
+    `done <rc>` or `gone` (its process ended without an rc: killed), then every result line
+    so far; with the log's tail when it is done and failed."""
+    q = shlex.quote
+    rc, pid, log = q(rc_file(out_prefix)), q(pid_file(out_prefix)), q(log_file(out_prefix))
+    done = f'echo "LLMHOST-STATE done $(cat {rc})"'
+    return (
+        f"if [ -f {rc} ]; then {done}; "
+        f"elif [ ! -f {pid} ]; then echo 'LLMHOST-STATE starting'; "
+        f"elif kill -0 \"$(cat {pid})\" 2>/dev/null; then echo 'LLMHOST-STATE running'; "
+        f"elif [ -f {rc} ]; then {done}; else echo 'LLMHOST-STATE gone'; fi; "
+        f"grep -E '^LLMHOST-(BENCH|WARMUP|WARMUP-DONE) ' {log} 2>/dev/null; "
+        f'if [ -f {rc} ] && [ "$(cat {rc})" != 0 ]; then tail -n 30 {log} >&2; fi; true'
+    )
+
+
+def parse_state(stdout: str) -> tuple[str, int | None]:
+    """("starting" | "running" | "done" | "gone", the rc when done) from `poll_command`."""
+    for line in stdout.splitlines():
+        if line.startswith("LLMHOST-STATE "):
+            words = line.split()[1:] + [""]
+            state = words[0]
+            rc = int(words[1]) if state == "done" and words[1].lstrip("-").isdigit() else None
+            return state, rc
+    return "gone", None
+
+
+def parse_warmup_runs(stdout: str) -> list[float]:
+    """Each finished warm-up run's output tok/s so far (`LLMHOST-WARMUP` lines)."""
+    return [
+        float(json.loads(line.removeprefix("LLMHOST-WARMUP "))["output_throughput"])
+        for line in stdout.splitlines()
+        if line.startswith("LLMHOST-WARMUP ")
+    ]
 
 
 def stop_command(out_prefix: str) -> str:

@@ -11,15 +11,95 @@ import base64
 import hashlib
 import json
 import shlex
+import time
 from dataclasses import dataclass, field
 
 import requests
 
-from llmhost.catalog import CorrectnessProfile
+from llmhost.catalog import BenchProfile, CorrectnessProfile
 from llmhost.correctness import Completion, SideTraffic, greedy, judge, reference_request
 from llmhost.endpoint import Endpoint
 from llmhost.interrupt import interruptible
-from llmhost.proofs.base import ProofFailed, Shell, Verdict, no_shell, write_text_command
+from llmhost.proofs import deadlines
+from llmhost.proofs.base import Log, ProofFailed, Shell, Verdict, no_shell, write_text_command
+from llmhost.proofs.deadlines import LIMITS, Limits
+from llmhost.proofs.progress import wait_for
+
+
+@dataclass
+class ProbeClock:
+    """Where a probe stands against its deadline: what it waits on, what answered, at what
+    rate. Its lines are the probe's progress and, at the deadline, its failure."""
+
+    what: str  # "correctness of M" or "correctness of M under traffic"
+    total: int  # requests the probe sends
+    per_round: int  # prompts a round (under traffic: `total` is rounds x this)
+    deadline_s: float
+    request_s: float  # the most one request may take
+    starved_tok_s: float  # a tenth of the floor: below it the server is starved
+    floor_tok_s: float  # the catalog's floor of one stream
+    side: SideTraffic | None = None
+    start: float = field(default_factory=time.monotonic)
+    answered: int = 0
+    tokens: int = 0
+    answer_s: float = 0.0  # time spent in the answered requests
+    asking: str = ""  # the prompt waited on now
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def left(self) -> float:
+        return self.deadline_s - self.elapsed()
+
+    def ask(self, index: int, prompt: str) -> str:
+        """Record the request now sent; returns how it is named in lines."""
+        where = f"prompt {index + 1} of {self.total} ({prompt[:24]!r}"
+        if self.total > self.per_round:
+            where += f", round {index // self.per_round + 1}"
+        self.asking = where + ")"
+        return self.asking
+
+    def got(self, completion: Completion, seconds: float) -> None:
+        self.answered += 1
+        self.tokens += len(completion.output_ids)
+        self.answer_s += seconds
+
+    def rate(self) -> str:
+        """The answered requests' output rate, with the starved rate it is judged against."""
+        if not self.answered:
+            return "none answered yet"
+        tok_s = self.tokens / self.answer_s if self.answer_s > 0 else 0.0
+        return (
+            f"{self.answered} of {self.total} answered, {self.tokens} tokens at "
+            f"{tok_s:.1f} tok/s (starved below {self.starved_tok_s:.1f})"
+        )
+
+    def sides(self) -> str:
+        side = self.side
+        return f"; side requests: {side.answered} of {side.sent} answered" if side else ""
+
+    def progress(self, waited_s: float) -> str:
+        """The line printed while a request is out: what, how long, what answered so far."""
+        return (
+            f"{self.what}: waiting on {self.asking} for {waited_s:.0f} s; {self.rate()}; "
+            f"{self.elapsed():.0f} s of its {self.deadline_s:.0f} s deadline{self.sides()}"
+        )
+
+    def budget(self) -> str:
+        """How the deadline was sized (proofs/deadlines.py)."""
+        return (
+            f"{self.total} requests at {self.starved_tok_s:.1f} tok/s, a tenth of the catalog "
+            f"floor of {self.floor_tok_s:.1f} tok/s a stream; at most {self.request_s:.0f} s "
+            "a request"
+        )
+
+    def failure(self, why: str) -> str:
+        """The deadline's failure, with the numbers."""
+        return (
+            f"{self.what} FAILED: {why}: waited {self.elapsed():.0f} s of its "
+            f"{self.deadline_s:.0f} s deadline ({self.budget()}); {self.rate()}{self.sides()}: "
+            "the server is starved or stuck"
+        )
 
 
 @dataclass(frozen=True)
@@ -37,14 +117,22 @@ class CorrectnessCheck:
     # The model or its tokenizer is custom code: the reference loads it as the server does.
     trust_remote_code: bool = False
     shell: Shell = field(default=no_shell, repr=False, compare=False)  # the transformers reference
+    # The gate's figures the probe's deadline is sized on (proofs/deadlines.py); None: the
+    # fallback floor. The load proofs hand theirs to the probe under traffic.
+    bench: BenchProfile | None = field(default=None, repr=False, compare=False)
+    log: Log = field(default=print, repr=False, compare=False)  # the progress lines
+    limits: Limits = field(default=LIMITS, repr=False, compare=False)
 
     def prompts(self) -> list[str]:
         return list(self.correctness.prompts) + [g.prompt for g in self.correctness.golden]
 
     def run(self) -> Verdict:
-        """Greedy completions judged; raises ProofFailed (with the verdict) on a wrong answer."""
+        """Greedy completions judged; raises ProofFailed (with the verdict) on a wrong answer,
+        and at the probe's deadline (with the numbers)."""
+        prompts = self.prompts()
+        clock = self.clock(f"correctness of {self.model}", prompts, 1)
         with interruptible(f"the correctness probe of {self.model}"):
-            completions = self.complete(self.prompts())
+            completions = self.complete(prompts, clock)
         return self.judged(completions, "")
 
     def run_under_traffic(self) -> Verdict:
@@ -55,11 +143,14 @@ class CorrectnessCheck:
         one-token request. The side requests are judged by nothing; they are the traffic.
         """
         side = self.side_traffic()
+        rounds = self.correctness.under_traffic_rounds
+        prompts = self.prompts() * rounds
+        clock = self.clock(f"correctness of {self.model} under traffic", prompts, rounds)
+        clock.side = side
         with interruptible(f"the correctness probe of {self.model} under traffic"):
             side.start()
             try:
-                rounds = range(self.correctness.under_traffic_rounds)
-                completions = [c for _ in rounds for c in self.complete(self.prompts())]
+                completions = self.complete(prompts, clock)
             finally:
                 side.stop.set()
                 side.join(timeout=5)
@@ -74,19 +165,58 @@ class CorrectnessCheck:
         at = self.endpoint
         return SideTraffic(at.base_url, at.served_name, at.headers())
 
-    def complete(self, prompts: list[str]) -> list[Completion]:
+    def clock(self, what: str, prompts: list[str], rounds: int) -> ProbeClock:
+        """The probe's deadline and request timeout, from the profile (proofs/deadlines.py)."""
+        max_tokens, bench, limits = self.correctness.max_tokens, self.bench, self.limits
+        return ProbeClock(
+            what=what,
+            total=len(prompts),
+            per_round=max(1, len(prompts) // max(1, rounds)),
+            deadline_s=deadlines.correctness_deadline_s(len(prompts), max_tokens, bench, limits),
+            request_s=deadlines.request_timeout_s(max_tokens, bench, limits),
+            starved_tok_s=deadlines.starved_tok_s(bench, limits),
+            floor_tok_s=deadlines.stream_floor_tok_s(bench, limits),
+        )
+
+    def complete(self, prompts: list[str], clock: ProbeClock | None = None) -> list[Completion]:
+        """Each prompt in turn, each within its request timeout and the probe's deadline, a
+        progress line every `progress_every_s` while one is out; ProofFailed at the deadline."""
+        clock = clock or self.clock(f"correctness of {self.model}", prompts, 1)
+        return [self.ask(i, prompt, clock) for i, prompt in enumerate(prompts)]
+
+    def ask(self, index: int, prompt: str, clock: ProbeClock) -> Completion:
         at, max_tokens = self.endpoint, self.correctness.max_tokens
+        left = clock.left()
+        asking = clock.ask(index, prompt)
+        if left <= 0:
+            raise ProofFailed(clock.failure(f"deadline passed before {asking} was sent"))
+        timeout = min(clock.request_s, left)
+        sent = time.monotonic()
+
+        def post() -> Completion:
+            headers = at.headers()
+            return greedy(
+                at.base_url, at.served_name, prompt, max_tokens, headers=headers, http=at.http,
+                timeout=timeout,
+            )  # fmt: skip
+
+        def waiting(waited_s: float) -> None:
+            self.log(clock.progress(waited_s))
+
         try:
-            return [
-                greedy(
-                    at.base_url, at.served_name, p, max_tokens, headers=at.headers(), http=at.http
-                )
-                for p in prompts
-            ]
+            completion = wait_for(post, self.limits.progress_every_s, waiting)
+        except requests.Timeout:
+            waited = time.monotonic() - sent
+            limit = "the probe's deadline" if timeout < clock.request_s else "its request timeout"
+            raise ProofFailed(
+                clock.failure(f"no answer to {asking} within {waited:.0f} s ({limit})")
+            ) from None
         except requests.RequestException as exc:
             raise ProofFailed(
                 f"correctness: a completion from {at.base_url} failed: {exc}"
             ) from None
+        clock.got(completion, time.monotonic() - sent)
+        return completion
 
     def judged(self, completions: list[Completion], label: str) -> Verdict:
         """The verdict; raises ProofFailed naming every wrong answer. `label` (the side

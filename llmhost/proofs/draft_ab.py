@@ -13,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import gevent
-
 from llmhost.bench import gates
 from llmhost.bench.gates import ABLine
 from llmhost.interrupt import interruptible
 from llmhost.proofs.base import Log, ProofFailed, Shell
-from llmhost.proofs.gate import BenchOutcome
+from llmhost.proofs.gate import BenchOutcome, waiting
 from llmhost.proofs.sweep import BenchRun, run_sweep
 
 
@@ -138,7 +136,7 @@ def confirm_pair(
     for ab in first:
         run.log(f"draft A/B {run.model} (first pair) {ab.text()}")
     with interruptible(f"the draft A/B of {run.model}"):
-        gevent.sleep(pause)
+        waiting(run, "the confirming pair", run.bench)
         with_draft = run_sweep(run)
         with swap:
             without = run_sweep(run)

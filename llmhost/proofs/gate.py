@@ -10,10 +10,8 @@ of one call and never leaves it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import gevent
 
 from llmhost.bench import gates
 from llmhost.bench.baselines import (
@@ -27,8 +25,11 @@ from llmhost.bench.baselines import (
 from llmhost.bench.gates import GateLine
 from llmhost.bench.result import LevelResult
 from llmhost.bench.spec_metrics import Acceptance, acceptance, fetch_spec_counters
+from llmhost.catalog import BenchProfile
 from llmhost.interrupt import interruptible
 from llmhost.proofs.base import Verdict
+from llmhost.proofs.deadlines import LIMITS
+from llmhost.proofs.progress import pause
 from llmhost.proofs.sweep import BenchRun, run_sweep
 
 
@@ -51,7 +52,9 @@ def measure(run: BenchRun, gate: bool, outcome: BenchOutcome) -> None:
     traffic, asked first, raise: no number counts then."""
     say = run.log
     if run.traffic_check is not None:
-        say(f"correctness OK for {run.model} {run.traffic_check.run_under_traffic().text()}")
+        # Its deadline is sized on this gate's figures, its progress printed as the run's.
+        check = replace(run.traffic_check, bench=run.bench, log=run.log)
+        say(f"correctness OK for {run.model} {check.run_under_traffic().text()}")
     bench = run.bench
     before = fetch_spec_counters(run.endpoint.base_url)
     say(
@@ -98,7 +101,7 @@ def confirm(run: BenchRun, outcome: BenchOutcome) -> None:
             f"in {bench.confirm_after_s} s; every run of every sweep counts (a regression "
             "reads low in all of them, a few minutes of load on the box in some)"
         )
-        gevent.sleep(bench.confirm_after_s)
+        waiting(run, f"the confirming sweep {len(sweeps)} of {bench.confirm_sweeps}", bench)
         sweeps.append(run_sweep(run))
         outcome.results = gates.pooled(sweeps)
     if len(sweeps) > 1:
@@ -108,6 +111,15 @@ def confirm(run: BenchRun, outcome: BenchOutcome) -> None:
             "confirming_sweeps": len(sweeps) - 1,
             "kept": "the median of every run of every sweep at each concurrency",
         }
+
+
+def waiting(run: BenchRun, before: str, bench: BenchProfile) -> None:
+    """The pause of `confirm_after_s` before `before`, with a line every 15 s (none silent)."""
+
+    def say(slept: float, total: float) -> None:
+        run.log(f"{run.model}: {before} in {total - slept:.0f} s (a pause of {total:.0f} s)")
+
+    pause(bench.confirm_after_s, LIMITS.progress_every_s, say)
 
 
 def gate_lines(

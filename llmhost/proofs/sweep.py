@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,13 +22,17 @@ from pydantic import SecretStr
 
 from llmhost.bench.baselines import BaselineKey, bench_settings
 from llmhost.bench.guest_bench import (
+    DEADLINE_STATUS,
     END_TO_END,
     MEASURED_BY,
     GuestBench,
-    bench_command,
     level_from_vllm,
     parse_runs,
+    parse_state,
     parse_warmup,
+    parse_warmup_runs,
+    poll_command,
+    start_command,
     stop_command,
 )
 from llmhost.bench.history import save_run
@@ -35,9 +41,11 @@ from llmhost.bench.sweep import git_sha, server_version
 from llmhost.catalog import BenchProfile
 from llmhost.endpoint import Endpoint
 from llmhost.interrupt import Interrupted
+from llmhost.proofs import deadlines
 from llmhost.proofs.base import Log, ProofFailed, Shell, no_shell
 from llmhost.proofs.correct import CorrectnessCheck
 from llmhost.proofs.readiness import API_KEY_ENV
+from llmhost.wait import until
 
 
 @dataclass(frozen=True)
@@ -111,15 +119,7 @@ def guest_sweep(run: BenchRun) -> list[LevelResult]:
         f"warm-up then {run.bench.runs} run(s) a level"
     )
     prefix = f"/tmp/llmhost-bench-{run.model}"
-    command = bench_command(run.guest, run.bench, run.endpoint.served_name, run.levels, prefix)
-    try:
-        ok, stdout, stderr = run.shell(command)
-    except Interrupted:  # Ctrl-C: the benchmark must not go on loading the server
-        run.shell(stop_command(prefix))
-        say(f"benchmark {run.model}: stopped on the guest")
-        raise
-    if not ok:
-        raise ProofFailed(f"vllm bench serve on the guest failed:\n{stderr.strip()[-3000:]}")
+    stdout = poll_sweep(run, prefix)
     warmup = parse_warmup(stdout)
     if warmup is not None:
         readings = ", ".join(f"{x:.0f}" for x in warmup["readings"])
@@ -160,6 +160,102 @@ def guest_sweep(run: BenchRun) -> list[LevelResult]:
     return results
 
 
+# How often the control side looks at a detached sweep on the guest (a command of ~6 ms).
+POLL_EVERY_S = 3.0
+
+
+def poll_sweep(run: BenchRun, prefix: str) -> str:
+    """Start the sweep detached on the guest, look at it every POLL_EVERY_S, print what it
+    waits on every 15 s, and return its result lines once it is done. ProofFailed, with the
+    numbers, when it fails or passes its deadline (proofs/deadlines.py: the guest's `timeout`
+    ends it there, the control side stops it shortly after if that did not)."""
+    assert run.guest is not None
+    bench, levels = run.bench, run.levels
+    deadline = deadlines.sweep_deadline_s(bench, levels)
+    at_floor = deadlines.sweep_at_floor_s(bench, levels)
+    command = start_command(
+        run.guest, bench, run.endpoint.served_name, levels, prefix, math.ceil(deadline)
+    )
+    ok, _, stderr = run.shell(command)
+    if not ok:
+        raise ProofFailed(f"vllm bench serve could not start on the guest:\n{stderr.strip()}")
+    start, said = time.monotonic(), 0.0
+    budget = (
+        f"its {deadline:.0f} s deadline ({at_floor:.0f} s of measured runs at the catalog "
+        f"floor, x{deadlines.LIMITS.sweep_factor:g}, plus the warm-up and vLLM's start)"
+    )
+    run.log(f"benchmark {run.model}: started on the guest, {budget}")
+    latest = ("gone", None, "", "")
+
+    def finished() -> bool:
+        nonlocal said, latest
+        ok, out, err = run.shell(poll_command(prefix))
+        state, rc = parse_state(out) if ok else ("unknown", None)
+        latest = (state, rc, out, err)
+        elapsed = time.monotonic() - start
+        if state in ("done", "gone"):
+            return True
+        if elapsed - said >= deadlines.LIMITS.progress_every_s:
+            said = elapsed
+            run.log(
+                f"benchmark {run.model} on the guest: {elapsed:.0f} s of {budget}; "
+                + sweep_progress(out, bench, levels)
+            )
+        return False
+
+    try:
+        until(finished, deadline + STOP_GRACE_S, every_s=POLL_EVERY_S)
+    except Interrupted:  # Ctrl-C: the benchmark must not go on loading the server
+        run.shell(stop_command(prefix))
+        run.log(f"benchmark {run.model}: stopped on the guest")
+        raise
+    state, rc, stdout, stderr = latest
+    elapsed = time.monotonic() - start
+    if state not in ("done", "gone") or rc == DEADLINE_STATUS:
+        run.shell(stop_command(prefix))
+        raise ProofFailed(
+            f"benchmark {run.model} on the guest stopped at its deadline: ran {elapsed:.0f} s "
+            f"of {budget}; {sweep_progress(stdout, bench, levels)}: the server is starved "
+            "or stuck"
+        )
+    if state == "gone":
+        raise ProofFailed(
+            f"vllm bench serve on the guest ended after {elapsed:.0f} s without an exit "
+            f"status (killed); {sweep_progress(stdout, bench, levels)}"
+        )
+    if rc != 0:
+        raise ProofFailed(
+            f"vllm bench serve on the guest failed (exit {rc}):\n{stderr.strip()[-3000:]}"
+        )
+    return stdout
+
+
+# After the sweep's deadline, how long the control side waits for the guest's `timeout`.
+STOP_GRACE_S = 30.0
+
+
+def sweep_progress(stdout: str, bench: BenchProfile, levels: list[int]) -> str:
+    """How far a sweep got, from its result lines so far: warm-up runs and measured runs,
+    the latest figures (tok/s)."""
+    warm = parse_warmup_runs(stdout)
+    found = parse_runs(stdout)
+    total = bench.runs * len(levels)
+    done = sum(len(v) for v in found.values())
+    parts = []
+    if warm:
+        parts.append(f"warm-up runs: {', '.join(f'{x:.1f}' for x in warm)} tok/s")
+    elif bench.warmup_max_runs:
+        parts.append("no warm-up run finished yet")
+    measured = ", ".join(
+        f"c={c}: " + "/".join(f"{r.get('output_throughput', 0):.1f}" for r in runs)
+        for c, runs in sorted(found.items())
+    )
+    parts.append(
+        f"{done} of {total} measured runs done" + (f" ({measured} tok/s)" if measured else "")
+    )
+    return "; ".join(parts)
+
+
 def control_sweep(run: BenchRun) -> list[LevelResult]:
     """llmhost's client in its own process: pyinfra's gevent patching and asyncio don't mix.
 
@@ -182,9 +278,23 @@ def control_sweep(run: BenchRun) -> list[LevelResult]:
             str(out),
         ]
         argv += [f"--label={k}={v}" for k, v in run.labels.items()]
-        proc = subprocess.run(
-            argv, stdout=subprocess.PIPE, text=True, env=sweep_env(run.endpoint.api_key)
-        )
+        # The sweep's deadline (proofs/deadlines.py); the child prints its own progress.
+        deadline = deadlines.sweep_deadline_s(run.bench, run.levels)
+        try:
+            proc = subprocess.run(
+                argv,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=sweep_env(run.endpoint.api_key),
+                timeout=deadline,
+            )
+        except subprocess.TimeoutExpired:
+            at_floor = deadlines.sweep_at_floor_s(run.bench, run.levels)
+            raise ProofFailed(
+                f"benchmark {run.model} from the control machine stopped at its deadline of "
+                f"{deadline:.0f} s ({at_floor:.0f} s of measured runs at the catalog floor, "
+                f"x{deadlines.LIMITS.sweep_factor:g}): the server is starved or stuck"
+            ) from None
         if not out.exists():
             raise ProofFailed(
                 f"benchmark against {run.endpoint.base_url} failed (exit {proc.returncode})"

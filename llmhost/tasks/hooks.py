@@ -189,6 +189,8 @@ def correctness_check(cfg: GuestConfig, model: str, endpoint: Endpoint) -> Corre
         reference_cache=refcheck_cache(cfg.root_dir),
         trust_remote_code=profile.trust_remote_code,
         shell=guest_run,
+        bench=cfg.bench_for(model),  # its deadline from the catalog's floor (proofs/deadlines.py)
+        log=say,
     )
 
 
