@@ -1,10 +1,12 @@
 """vllm-router on a router host: its workers from the inventory and its systemd unit, pure.
 
 Why from the inventory: the router's worker list and the site's serving guests are one fact;
-written by hand twice they drift. Why every health and retry flag is explicit: the router's
-defaults (a check every 60 s, 3 failures) keep a dead replica in rotation for about three
-minutes. The router does not check the API key (it forwards the client's Authorization header
-to the worker, which does), so no key is in its unit, argv or files.
+written by hand twice they drift. Why every health, retry and circuit-breaker flag is explicit:
+the router's defaults (a check every 60 s, 3 failures) keep a dead replica in rotation for about
+three minutes, and its retries alone do not keep a request off it (docs/fleet.md, "What a client
+sees"; tests/unit/test_router_retries.py runs the binary against failing workers). The router
+does not check the API key (it forwards the client's Authorization header to the worker, which
+does), so no key is in its unit, argv or files.
 """
 
 from __future__ import annotations
@@ -67,6 +69,29 @@ def check_ports(settings: RouterSettings, taken: dict[int, str]) -> None:
             raise RouterDataError(f"router.{field}: {port} is taken by {taken[port]} on this host")
 
 
+# vllm-router 0.1.17's retry backoff (src/core/retry.rs): the n-th retry waits
+# initial x multiplier^(n-1), capped, +- jitter. A retry goes to a worker chosen again, so there is
+# nothing to wait for: short waits (50, 75, 112 ms for three retries) and a cap far below the
+# router's 30 s, so that a raised `retries` never holds a client for long.
+RETRY_INITIAL_BACKOFF_MS = 50
+RETRY_MAX_BACKOFF_MS = 1000
+RETRY_BACKOFF_MULTIPLIER = 1.5
+RETRY_JITTER_FACTOR = 0.2
+# A half-open circuit closes after this many successes in a row (the router's default).
+CB_SUCCESS_THRESHOLD = 3
+# The window the circuit breaker counts failures in (the router's default).
+CB_WINDOW_S = 120
+# How long one /health check may take before it counts as a failure (the router's default):
+# well inside health_check_interval_s, so checks do not pile up.
+HEALTH_CHECK_TIMEOUT_S = 5
+
+
+def retry_attempts(settings: RouterSettings) -> int:
+    """What --retry-max-retries gets: vllm-router counts attempts there, the first one included
+    (its --disable-retries is "retry_max_retries=1"), so `retries` retries are retries + 1."""
+    return settings.retries + 1
+
+
 def exec_start(settings: RouterSettings, workers: Sequence[Worker]) -> list[str]:
     s = settings
     argv = [
@@ -91,8 +116,30 @@ def exec_start(settings: RouterSettings, workers: Sequence[Worker]) -> list[str]
         str(s.health_failure_threshold),
         "--health-success-threshold",
         str(s.health_success_threshold),
+        "--health-check-timeout-secs",
+        str(HEALTH_CHECK_TIMEOUT_S),
+        # Retried (a worker chosen again): a request whose worker refused or dropped the
+        # connection, or answered 408/429/500/502/503/504, before the first byte reached the
+        # client. Never retried: a stream that has started.
         "--retry-max-retries",
-        str(s.retries),
+        str(retry_attempts(s)),
+        "--retry-initial-backoff-ms",
+        str(RETRY_INITIAL_BACKOFF_MS),
+        "--retry-max-backoff-ms",
+        str(RETRY_MAX_BACKOFF_MS),
+        "--retry-backoff-multiplier",
+        str(RETRY_BACKOFF_MULTIPLIER),
+        "--retry-jitter-factor",
+        str(RETRY_JITTER_FACTOR),
+        # What keeps a retry off a dead worker before the health checks notice it.
+        "--cb-failure-threshold",
+        str(s.cb_failure_threshold),
+        "--cb-success-threshold",
+        str(CB_SUCCESS_THRESHOLD),
+        "--cb-timeout-duration-secs",
+        str(s.cb_open_s),
+        "--cb-window-duration-secs",
+        str(CB_WINDOW_S),
         "--request-timeout-secs",
         str(s.request_timeout_s),
         "--worker-startup-timeout-secs",

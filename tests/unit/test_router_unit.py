@@ -63,13 +63,24 @@ def test_a_port_clash_is_refused() -> None:
 
 
 def test_the_unit_runs_non_root_always_restarts_and_states_every_health_flag() -> None:
+    """Every health, retry and circuit-breaker flag, stated: 3 retries are 4 attempts in the
+    router's count (tests/unit/test_router_retries.py runs these flags against failing workers)."""
     unit = render_unit(settings(), GUESTS)
     assert "User=vllm-router" in unit and "Restart=always" in unit
     for flag in (
         "--worker-urls http://10.0.0.11:8000 http://10.0.0.12:8000",
         "--health-check-interval-secs 5",
         "--health-failure-threshold 2",
-        "--retry-max-retries 2",
+        "--health-check-timeout-secs 5",
+        "--retry-max-retries 4",
+        "--retry-initial-backoff-ms 50",
+        "--retry-max-backoff-ms 1000",
+        "--retry-backoff-multiplier 1.5",
+        "--retry-jitter-factor 0.2",
+        "--cb-failure-threshold 3",
+        "--cb-success-threshold 3",
+        "--cb-timeout-duration-secs 60",
+        "--cb-window-duration-secs 120",
         "--prometheus-host 10.0.0.2",
         "--prometheus-port 29000",
         "--host 10.0.0.2",
@@ -77,6 +88,17 @@ def test_the_unit_runs_non_root_always_restarts_and_states_every_health_flag() -
     ):
         assert flag in " ".join(unit.replace("\\\n", " ").split()), flag
     assert "--api-key" not in unit  # the workers check the key: none in the router's argv
+
+
+def test_retries_a_dead_worker_could_use_up_are_refused() -> None:
+    """The router's retry may choose the failed worker again; its circuit opens after
+    cb_failure_threshold failures, so fewer retries than that can all land on a dead worker."""
+    with pytest.raises(ValidationError, match="retries: 2 is fewer than cb_failure_threshold"):
+        settings(retries=2)
+    for retries, attempts in ((5, 6), (0, 1)):
+        unit = render_unit(settings(retries=retries), GUESTS).replace("\\\n", " ")
+        assert f"--retry-max-retries {attempts} " in " ".join(unit.split())
+    settings(retries=1, cb_failure_threshold=1)
 
 
 def test_bad_listen_address_is_refused() -> None:
