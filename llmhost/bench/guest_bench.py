@@ -178,14 +178,24 @@ def start_command(
     env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
     pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
     rc, rc_tmp = q(rc_file(out_prefix)), q(rc_file(out_prefix) + ".tmp")
+    pid, pid_tmp = q(pid_file(out_prefix)), q(pid_file(out_prefix) + ".tmp")
+    # `timeout --foreground` stays in the sh's process group (plain `timeout` moves itself
+    # and the benchmark into a group of its own, which `stop_command` would miss); at the
+    # deadline it ends only its child, so the sh then ends the group's rest itself. `-k`: a
+    # benchmark deaf to SIGTERM is killed 15 s later. The pid file appears whole (tmp, mv):
+    # a poll never reads it empty.
     inner = (
-        f"echo $$ > {q(pid_file(out_prefix))}; timeout {int(deadline_s)} {pin}"
+        f"echo $$ > {pid_tmp} && mv -f {pid_tmp} {pid}; "
+        f"timeout --foreground -k 15 {int(deadline_s)} {pin}"
         + " ".join(q(a) for a in argv)
-        + f"; echo $? > {rc_tmp} && mv -f {rc_tmp} {rc}; rm -f {q(pid_file(out_prefix))}"
+        + f"; rc=$?; echo $rc > {rc_tmp} && mv -f {rc_tmp} {rc}; rm -f {pid}; "
+        f'[ "$rc" = {DEADLINE_STATUS} ] && kill -KILL -$$ 2>/dev/null; true'
     )
     log = q(log_file(out_prefix))
+    # A sweep still running under this prefix (a control side that died, an ssh that
+    # dropped) is ended first: two would load the server, and its rc would read as ours.
     return (
-        f"cd /tmp && rm -f {rc} {log} {q(pid_file(out_prefix))} && "
+        f"cd /tmp && {{ {stop_command(out_prefix)}; }} && rm -f {rc} {log} {pid} && "
         f"{{ {key} {env} setsid sh -c {q(inner)} >{log} 2>&1 </dev/null & }}"
     )
 
@@ -219,12 +229,18 @@ def parse_state(stdout: str) -> tuple[str, int | None]:
 
 
 def parse_warmup_runs(stdout: str) -> list[float]:
-    """Each finished warm-up run's output tok/s so far (`LLMHOST-WARMUP` lines)."""
-    return [
-        float(json.loads(line.removeprefix("LLMHOST-WARMUP "))["output_throughput"])
-        for line in stdout.splitlines()
-        if line.startswith("LLMHOST-WARMUP ")
-    ]
+    """Each finished warm-up run's output tok/s so far (`LLMHOST-WARMUP` lines; one the
+    benchmark is still writing is skipped)."""
+    runs = []
+    for line in stdout.splitlines():
+        if line.startswith("LLMHOST-WARMUP "):
+            try:
+                runs.append(
+                    float(json.loads(line.removeprefix("LLMHOST-WARMUP "))["output_throughput"])
+                )
+            except (ValueError, KeyError, TypeError):
+                continue
+    return runs
 
 
 def stop_command(out_prefix: str) -> str:

@@ -176,15 +176,11 @@ def poll_sweep(run: BenchRun, prefix: str) -> str:
     command = start_command(
         run.guest, bench, run.endpoint.served_name, levels, prefix, math.ceil(deadline)
     )
-    ok, _, stderr = run.shell(command)
-    if not ok:
-        raise ProofFailed(f"vllm bench serve could not start on the guest:\n{stderr.strip()}")
     start, said = time.monotonic(), 0.0
     budget = (
         f"its {deadline:.0f} s deadline ({at_floor:.0f} s of measured runs at the catalog "
         f"floor, x{deadlines.LIMITS.sweep_factor:g}, plus the warm-up and vLLM's start)"
     )
-    run.log(f"benchmark {run.model}: started on the guest, {budget}")
     latest = ("gone", None, "", "")
 
     def finished() -> bool:
@@ -195,6 +191,11 @@ def poll_sweep(run: BenchRun, prefix: str) -> str:
         elapsed = time.monotonic() - start
         if state in ("done", "gone"):
             return True
+        if state == "starting" and elapsed > NEVER_STARTED_S:  # its sh never ran
+            raise ProofFailed(
+                f"vllm bench serve did not start on the guest within {NEVER_STARTED_S:.0f} s "
+                f"(no pid file):\n{err.strip()[-2000:]}"
+            )
         if elapsed - said >= deadlines.LIMITS.progress_every_s:
             said = elapsed
             run.log(
@@ -204,7 +205,14 @@ def poll_sweep(run: BenchRun, prefix: str) -> str:
         return False
 
     try:
+        ok, _, stderr = run.shell(command)
+        if not ok:
+            raise ProofFailed(f"vllm bench serve could not start on the guest:\n{stderr.strip()}")
+        run.log(f"benchmark {run.model}: started on the guest, {budget}")
         until(finished, deadline + STOP_GRACE_S, every_s=POLL_EVERY_S)
+    except ProofFailed:
+        run.shell(stop_command(prefix))
+        raise
     except Interrupted:  # Ctrl-C: the benchmark must not go on loading the server
         run.shell(stop_command(prefix))
         run.log(f"benchmark {run.model}: stopped on the guest")
@@ -232,13 +240,18 @@ def poll_sweep(run: BenchRun, prefix: str) -> str:
 
 # After the sweep's deadline, how long the control side waits for the guest's `timeout`.
 STOP_GRACE_S = 30.0
+# A sweep still without its pid file this long after its start never started (its sh).
+NEVER_STARTED_S = 60.0
 
 
 def sweep_progress(stdout: str, bench: BenchProfile, levels: list[int]) -> str:
     """How far a sweep got, from its result lines so far: warm-up runs and measured runs,
     the latest figures (tok/s)."""
     warm = parse_warmup_runs(stdout)
-    found = parse_runs(stdout)
+    try:
+        found = parse_runs(stdout)
+    except (ValueError, KeyError, TypeError):  # a line the benchmark is still writing
+        found = parse_runs("\n".join(stdout.splitlines()[:-1]))
     total = bench.runs * len(levels)
     done = sum(len(v) for v in found.values())
     parts = []

@@ -4,13 +4,20 @@ server on 127.0.0.1, and the gate's detached sweep under a real shell."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from llmhost.bench.guest_bench import GuestBench, parse_state, poll_command, start_command
+from llmhost.bench.guest_bench import (
+    GuestBench,
+    parse_state,
+    poll_command,
+    start_command,
+    stop_command,
+)
 from llmhost.catalog import BenchProfile, CorrectnessProfile, load_catalog
 from llmhost.endpoint import Endpoint
 from llmhost.proofs import deadlines, sweep
@@ -193,6 +200,48 @@ def test_a_detached_sweep_is_stopped_at_its_deadline_and_says_so(tmp_path: Path)
     assert states[-1] == ("done", 124)  # timeout's status: the deadline ended it
     assert ("running", None) in states
     assert "LLMHOST-BENCH " in out
+
+
+SPAWNING_BENCH = """#!/bin/sh
+# A benchmark that starts a child of its own, as bench_levels.py starts `vllm bench serve`.
+sleep "$SLEEP" &
+wait
+"""
+
+
+def left_running(marker: str) -> str:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("how", ["stopped", "deadline"])
+def test_nothing_of_a_detached_sweep_is_left_once_stopped_or_at_its_deadline(
+    tmp_path: Path, how: str
+) -> None:
+    """Ctrl-C's stop_command reads the pid file's process group: the sweep's `timeout` and
+    the benchmark's own children must be in it (plain `timeout` moves to a group of its own,
+    and they ran on for the deadline); at the deadline the sh ends them itself."""
+    prefix = str(tmp_path / "sweep")
+    marker = f"{47.1 if how == 'stopped' else 47.2}{os.getpid()}"  # a sleep only this test runs
+    script = tmp_path / "bench_levels.sh"
+    script.write_text(SPAWNING_BENCH)
+    guest = GuestBench("/bin/sh", str(script), None, 8000, "/w", str(tmp_path / "env"),
+                       env=(f"SLEEP={marker}",))  # fmt: skip
+    deadline = 60 if how == "stopped" else 1
+    ok, _, err = local_shell(start_command(guest, TINY, "m", [1], prefix, deadline))
+    assert ok, err
+    for _ in range(50):
+        if left_running(marker):
+            break
+        time.sleep(0.1)
+    assert left_running(marker)
+    if how == "stopped":
+        local_shell(stop_command(prefix))
+    end = time.monotonic() + 10
+    while left_running(marker) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert left_running(marker) == ""
+    if how == "deadline":
+        assert parse_state(local_shell(poll_command(prefix))[1]) == ("done", 124)
 
 
 def test_the_sweep_prints_progress_and_returns_its_lines_when_done(
