@@ -81,8 +81,10 @@ RETRY_JITTER_FACTOR = 0.2
 CB_SUCCESS_THRESHOLD = 3
 # The window the circuit breaker counts failures in (the router's default).
 CB_WINDOW_S = 120
-# How long one /health check may take before it counts as a failure (the router's default):
-# well inside health_check_interval_s, so checks do not pile up.
+# How long one /health check may take before it counts as a failure (the router's default).
+# A worker that hangs rather than refusing leaves routing after its failed checks, each up to
+# this long: later than health_check_interval_s x the threshold says where the interval is
+# shorter (the sandbox's 2 s); the retries and the circuit breaker cover requests meanwhile.
 HEALTH_CHECK_TIMEOUT_S = 5
 
 

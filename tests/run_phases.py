@@ -12,12 +12,11 @@ Standard library only: it runs with the project's venv Python.
 
 The phases that measure speed (the gate, the draft A/Bs, the benchmarks) run first, with
 nothing beside them. A lane of phases that need no sandbox guest then runs beside the
-remaining phases, one after another: the unit tests (at normal priority: a few time
-themselves), the site contract, and the GRUB VM (about 8 minutes of software emulation) at idle
-CPU and I/O priority (SCHED_IDLE, ionice idle): it gets only the CPU they leave unused (a
-quarter to a half of two cores while they wait on readiness, health windows and alerts):
-measured, it slowed the fleet module by 7-12% and took about ten minutes off the total. The
-lane has the CPU to itself once they end; the runner then waits for it.
+remaining phases, one after another: the site contract, and the GRUB VM (about 8 minutes of
+software emulation), at idle CPU and I/O priority (SCHED_IDLE, ionice idle): it gets only the
+CPU they leave unused (a quarter to a half of two cores while they wait on readiness, health
+windows and alerts): measured, it slowed the fleet module by 7-12% and took about ten minutes
+off the total. The lane has the CPU to itself once they end; the runner then waits for it.
 """
 
 from __future__ import annotations
@@ -133,8 +132,8 @@ assert set(SPLIT_MODULES) <= set(QUIET_MODULES), "a split module's quiet half ne
 
 
 def phases() -> list[Phase]:
-    """The suite, in order: the phases that judge speed, alone; then the lane (unit, contract,
-    the VM) beside the rest of the sandbox site's phases."""
+    """The suite, in order: the unit tests and the phases that judge speed, alone; then the
+    lane (contract, the VM) beside the rest of the sandbox site's phases."""
     guest = ["--hosts=ssh://" + SANDBOX_IP, "--ssh-config=" + SSH_CONFIG]
     host = ["--hosts=ssh://" + STANDIN_IP, "--ssh-config=" + SSH_CONFIG]
     integration = sorted((REPO / "tests" / "integration").glob("test_*.py"))
@@ -154,16 +153,17 @@ def phases() -> list[Phase]:
         key=lambda p: QUIET_MODULES.index(p.name.removeprefix("integration/")),
     )
     # The lane beside the sandbox's phases, after those that judge speed: no guest of the
-    # sandbox's in any of them. The unit tests (a minute, mostly waits) and the site's own
-    # vLLM parsing every production argv (its lock, a cached venv) first, the VM last.
-    unit = pytest_phase("unit", "tests/unit")
+    # sandbox's in any of them. The site's own vLLM parsing every production argv (its lock,
+    # a cached venv) first, the VM last. The unit tests stay in front, alone: a few dozen of
+    # them time themselves (a Ctrl-C within 2 s, a probe's deadline at 0.3 s), which a
+    # loaded machine would turn into flakes.
     contract = pytest_phase("contract", "tests/contract")
     lane = [
-        replace(unit, beside=True, idle=False),
         replace(contract, beside=True),
         Phase("vm", ["bash", "-c", VM_SCRIPT], junit=True, beside=True, cleanup=VM_STOP),
     ]
     return [
+        pytest_phase("unit", "tests/unit"),
         *quiet,
         Phase("bench/converge", [PY, "benchmarks/converge.py"], quiet=True),
         Phase("bench/switch_downtime", [PY, "benchmarks/switch_downtime.py"], quiet=True),
@@ -463,6 +463,7 @@ class Lane:
     def __init__(self, phases: list[Phase], scratch: Path) -> None:
         self.phases, self.scratch = phases, scratch
         self.started: list[Beside] = []
+        self.unstarted: list[Outcome] = []  # a phase whose start failed (chrt missing, say)
         self.stopping = False
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -473,7 +474,13 @@ class Lane:
             with self.lock:
                 if self.stopping:
                     return
-                self.started.append(Beside(phase, self.scratch))
+                try:
+                    self.started.append(Beside(phase, self.scratch))
+                except Exception as exc:  # noqa: BLE001 - a phase that cannot start fails
+                    self.unstarted.append(
+                        Outcome(phase.name, 0.0, 1, beside=True, why=[f"did not start: {exc}"])
+                    )
+                    continue
             self.started[-1].waiter.join()
 
     def current(self) -> str:
@@ -487,7 +494,7 @@ class Lane:
         if not self.ended():
             print(f"\n[make test] === the lane beside: waiting for {self.current()}", flush=True)
         self.thread.join()
-        return [beside.finish() for beside in self.started]
+        return [beside.finish() for beside in self.started] + self.unstarted
 
     def stop(self) -> list[Outcome]:
         """Ctrl-C or CI's timeout: nothing more starts; the one running is stopped whole, those
@@ -498,7 +505,7 @@ class Lane:
         for beside in running:
             beside.stop()
         self.thread.join(timeout=30)
-        return [b.finish() for b in self.started if b not in running]
+        return [b.finish() for b in self.started if b not in running] + self.unstarted
 
 
 def fmt(seconds: float) -> str:
@@ -591,17 +598,19 @@ def run_all(selected: list[Phase], scratch: Path, start: float) -> tuple[list[Ou
                 break
         if lane is not None and (interrupted is None or lane.ended()):
             try:
-                for outcome in lane.finish():
-                    outcomes.append(outcome)
+                done = lane.finish()
+            except KeyboardInterrupt:
+                interrupted = interrupted or lane.current()
+                print(f"[make test] interrupted during {lane.current()}", flush=True)
+            else:
+                lane = None  # its outcomes are in: the `finally` below reports none twice
+                outcomes.extend(done)
+                for outcome in done:
                     print(
                         f"[make test] {outcome.name}: {fmt(outcome.seconds)} beside the "
                         f"others, {fmt(time.monotonic() - start)} so far",
                         flush=True,
                     )
-                lane = None
-            except KeyboardInterrupt:
-                interrupted = interrupted or lane.current()
-                print(f"[make test] interrupted during {lane.current()}", flush=True)
     finally:
         if lane is not None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: cleanup goes on

@@ -16,6 +16,7 @@ The steps (each one said in `make test`'s Makefile comment):
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,10 +35,11 @@ def answers(ip: str) -> bool:
             sandbox._run(
                 [*sandbox.ssh_command(Path(key), ip), "-o", "ConnectTimeout=10", "true"],
                 check=False,
+                timeout=15,
             ).returncode
             == 0
         )
-    except Exception:  # a timeout of the ssh itself: not answering
+    except subprocess.TimeoutExpired:  # a guest stopped after the handshake: not answering
         return False
 
 
@@ -63,7 +65,8 @@ def step(what: str, action: Callable[[], None]) -> None:
         try:
             action()
             return
-        except sandbox.SandboxError as exc:
+        # A guest stopped mid-command: ssh refused (SandboxError) or hanging to its timeout.
+        except (sandbox.SandboxError, subprocess.TimeoutExpired) as exc:
             if attempt == ATTEMPTS:
                 raise sandbox.SandboxError(f"{what}: {exc} (tried {ATTEMPTS} times)") from exc
             sandbox.log(f"{what} failed ({exc}); bringing the guests back, then again")

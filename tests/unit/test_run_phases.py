@@ -19,16 +19,12 @@ def test_every_phase_that_judges_speed_runs_before_the_vm_starts_beside_the_rest
     names = [p.name for p in run_phases.phases()]
     vm = names.index("vm")
     beside = [p for p in run_phases.phases() if p.beside]
-    # The lane: the unit tests (at normal priority: some time themselves), the site's
-    # contract, then the VM, each after the phases that judge speed.
-    assert [(p.name, p.idle) for p in beside] == [
-        ("unit", False),
-        ("contract", True),
-        ("vm", True),
-    ]
+    # The lane: the site's contract, then the VM, after the phases that judge speed; the
+    # unit tests first of all, alone (some time themselves).
+    assert [(p.name, p.idle) for p in beside] == [("contract", True), ("vm", True)]
     assert beside[-1].cleanup == run_phases.VM_STOP
     quiet = [i for i, p in enumerate(run_phases.phases()) if p.quiet]
-    assert quiet and max(quiet) < names.index("unit") < vm, names
+    assert names[0] == "unit" and quiet and max(quiet) < names.index("contract") < vm, names
     for module in run_phases.QUIET_MODULES:
         assert names.index(f"integration/{module}") < vm
     # In their own order, the gate module last of them (after the first deploy's slow spell).
@@ -142,8 +138,21 @@ def test_the_lane_runs_its_phases_one_after_another_beside_the_others(tmp_path: 
     ]
     assert (tmp_path / "unit.log").read_text().strip() == "other"  # not SCHED_IDLE
     vm_started = float((tmp_path / "vm-start").read_text()) - start
-    assert 1 <= vm_started < 2, vm_started  # after unit's end, before the front phase's
-    assert time.monotonic() - start < 4
+    assert vm_started >= 1, vm_started  # after unit's end
+    assert time.monotonic() - start < 10  # beside the front phase, not after it
+
+
+def test_a_lane_phase_that_cannot_start_fails_and_the_lane_goes_on(tmp_path: Path) -> None:
+    """A start that raises (a missing program) is a failed phase in the summary, not a
+    thread's traceback that leaves the phase, and every one after it, out of the run."""
+    broken = Phase("contract", ["/nonexistent/pytest"], beside=True, idle=False)
+    vm = Phase("vm", [sys.executable, "-c", "pass"], beside=True)
+    front = Phase("front", [sys.executable, "-c", "import time; time.sleep(0.5)"])
+    outcomes, interrupted = run_phases.run_all([broken, vm, front], tmp_path, time.monotonic())
+    assert interrupted is None
+    got = {o.name: (o.rc, o.beside) for o in outcomes}
+    assert got == {"front": (0, False), "vm": (0, True), "contract": (1, True)}
+    assert next(o for o in outcomes if o.name == "contract").why[0].startswith("did not start")
 
 
 def test_a_vm_phase_selected_last_runs_in_the_foreground(tmp_path: Path) -> None:
