@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from llmhost.fleet.drain import in_flight as control_in_flight
 from llmhost.guest import drain_wait
+from tests.unit.loopback import MetricsServer
 
 METRICS = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -39,33 +39,20 @@ class Server:
     def __init__(self, in_flight: list[int]) -> None:
         self.in_flight = in_flight
         self.reads = 0
-        owner = self
+        self.endpoint = MetricsServer(self.text)
+        self.url = self.endpoint.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                n = owner.in_flight[min(owner.reads, len(owner.in_flight) - 1)]
-                owner.reads += 1
-                body = METRICS.format(running=float(n), waiting=0.0).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
+    def text(self) -> str:
+        n = self.in_flight[min(self.reads, len(self.in_flight) - 1)]
+        self.reads += 1
+        return METRICS.format(running=float(n), waiting=0.0)
 
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     s = Server(request.param)
-    thread = threading.Thread(target=s.httpd.serve_forever, daemon=True)
-    thread.start()
     yield s
-    s.httpd.shutdown()
-    s.httpd.server_close()
+    s.endpoint.close()
 
 
 @pytest.mark.parametrize("server", [[2, 2, 1, 0]], indirect=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -116,15 +117,23 @@ def probe(url: str, limits: Limits = FAST, rounds: int = 2) -> tuple[Correctness
     return check, lines
 
 
-def test_a_starved_server_fails_the_probe_at_its_deadline_with_the_numbers() -> None:
-    # Each answer would take 0.35 s: past a request's 0.3 s.
-    with FakeVLLM(answer_after_s=0.35) as slow:
+def failed_probe(
+    answer_after_s: float, proof: Callable[[CorrectnessCheck], object]
+) -> tuple[str, float, list[tuple[float, str]], float]:
+    """A probe of a server answering each request after `answer_after_s`, which must fail:
+    (its message, how long it took, its progress lines, when it started)."""
+    with FakeVLLM(answer_after_s=answer_after_s) as slow:
         check, lines = probe(slow.url)
         start = time.monotonic()
         with pytest.raises(ProofFailed) as failed:
-            check.run()
+            proof(check)
         took = time.monotonic() - start
-    message = str(failed.value)
+    return str(failed.value), took, lines, start
+
+
+def test_a_starved_server_fails_the_probe_at_its_deadline_with_the_numbers() -> None:
+    # Each answer would take 0.35 s: past a request's 0.3 s.
+    message, took, lines, _ = failed_probe(0.35, CorrectnessCheck.run)
     assert took < 1.5
     assert message.startswith("correctness of starved FAILED: no answer to prompt 1 of 3")
     assert "(its request timeout)" in message
@@ -135,13 +144,7 @@ def test_a_starved_server_fails_the_probe_at_its_deadline_with_the_numbers() -> 
 
 
 def test_under_traffic_the_deadline_ends_the_probe_and_counts_what_answered() -> None:
-    with FakeVLLM(answer_after_s=0.2) as slow:
-        check, lines = probe(slow.url)
-        start = time.monotonic()
-        with pytest.raises(ProofFailed) as failed:
-            check.run_under_traffic()
-        took = time.monotonic() - start
-    message = str(failed.value)
+    message, took, lines, start = failed_probe(0.2, CorrectnessCheck.run_under_traffic)
     # 6 requests of 0.2 s each (the side request shares the server): the 0.8 s deadline ends it.
     assert took < 2.0
     assert message.startswith("correctness of starved under traffic FAILED: no answer to prompt")

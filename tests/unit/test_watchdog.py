@@ -5,8 +5,6 @@ with the clock driven by the test (no waiting)."""
 from __future__ import annotations
 
 import argparse
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 
 from llmhost.guest import watchdog
 from llmhost.guest.watchdog import Rules, Sample, Watchdog, crawling, hung, parse_sample
+from tests.unit.loopback import MetricsServer
 
 METRICS = """\
 # HELP vllm:generation_tokens_total Number of generation tokens processed.
@@ -109,29 +108,15 @@ class Server:
 
     def __init__(self) -> None:
         self.gen, self.running = 0.0, 2.0
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-                body = metrics(outer.gen, outer.running).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/metrics"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.endpoint = MetricsServer(lambda: metrics(self.gen, self.running))
+        self.url = self.endpoint.url
 
 
 @pytest.fixture
 def server() -> Iterator[Server]:
     srv = Server()
     yield srv
-    srv.httpd.shutdown()
+    srv.endpoint.close()
 
 
 def test_the_loop_restarts_a_unit_whose_counter_stops_and_writes_it_for_the_alert(
