@@ -145,7 +145,14 @@ def test_switch_to_a_draft_profile(served: GuestConfig, sandbox: SandboxState) -
         if s.text_chunks:
             assert chains.uncut(s), f"a stream was cut (the stop began at {stopping:.1f}): {seen}"
         if not chains.whole(s):
-            assert s.started > stopping - 1.0, f"refused long before the stop: {seen}"
+            # Refused by the stop, not before it: sent in the instant the stop began, or
+            # still waiting for room then (its 4 x 1,800 tokens behind the other chain's in
+            # the 32 MiB KV cache; CI, 2026-12-07: sent 2.4 s before the stop, no token, a 500
+            # when the drain ended the waiting requests). A stream that got text is whole
+            # (above); one refused and over before the stop began fails.
+            assert s.started > stopping - 1.0 or (s.text_chunks == 0 and s.ended >= stopping), (
+                f"refused long before the stop: {seen}"
+            )
     assert any(chains.whole(s) and s.started < stopping < s.ended for s in streams), (
         f"no stream was in flight when the stop began at {stopping:.1f}, so this proves no "
         f"drain: {seen}"
