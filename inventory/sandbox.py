@@ -41,6 +41,9 @@ proxmox_hosts = [
                 "listen_address": _pve["ip"],
                 "health_check_interval_s": 2,
                 "worker_startup_timeout_s": 600,
+                # A replica back from a drill rejoins 10 s after its circuit opened, not the
+                # site's 60 (the fleet module waits that long for each one).
+                "cb_open_s": 10,
             },
             # Also the monitoring host: short intervals, so that the drills take seconds.
             "monitoring": {

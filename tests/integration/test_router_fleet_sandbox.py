@@ -61,9 +61,10 @@ RECORD = "/opt/llmhost/state/serving.json"
 # inventory/sandbox.py: checks every 2 s, 2 failures; and a margin for a slow day.
 HEALTH_WINDOW_S = 2 * 2 + 4
 # How long a replica serving again may wait for the router's first request: the health window
-# and vllm-router's circuit-breaker open interval (router.cb_open_s, 60 s by default), with a
-# margin for a slow day.
-REJOIN_S = HEALTH_WINDOW_S + 60 + 20
+# and vllm-router's circuit-breaker open interval (inventory/sandbox.py: router.cb_open_s 10),
+# with a margin for a slow day.
+CB_OPEN_S = 10
+REJOIN_S = HEALTH_WINDOW_S + CB_OPEN_S + 30
 
 
 def on(ip: str, command: str, check: bool = True) -> str:
