@@ -112,6 +112,19 @@ def levels_argv(
     return argv
 
 
+def launch(
+    guest: GuestBench, bench: BenchProfile, served_name: str, levels: list[int], out_prefix: str
+) -> tuple[str, str, str]:
+    """What the waited-on and the detached sweep share: the key read from the unit's env file
+    on the guest (never argv), the environment, and the benchmark's command (CPU-pinned where
+    the guest says)."""
+    q = shlex.quote
+    argv = levels_argv(guest, bench, served_name, levels, out_prefix)
+    env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
+    pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
+    return key_from(guest.env_file), env, pin + " ".join(q(a) for a in argv)
+
+
 def bench_command(
     guest: GuestBench,
     bench: BenchProfile,
@@ -124,16 +137,11 @@ def bench_command(
     line a level; `timeout` ends it at `deadline_s`. (The gate starts it detached instead and
     polls it, `start_command`, to print its progress while it runs.)"""
     q = shlex.quote
-    argv = levels_argv(guest, bench, served_name, levels, out_prefix)
-    key = key_from(guest.env_file)
-    env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
+    key, env, run = launch(guest, bench, served_name, levels, out_prefix)
     log = f"{out_prefix}.log"
-    pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
     # Its own process group, its id in a file: a Ctrl-C on the control machine closes the
     # ssh channel but leaves the benchmark loading the server; `stop_command` ends it.
-    inner = f"echo $$ > {q(pid_file(out_prefix))}; exec timeout {int(deadline_s)} {pin}" + " ".join(
-        q(a) for a in argv
-    )
+    inner = f"echo $$ > {q(pid_file(out_prefix))}; exec timeout {int(deadline_s)} {run}"
     return (
         f"cd /tmp && {key} {env} setsid -w sh -c {q(inner)}"
         f" >{q(log)} 2>&1; rc=$?; rm -f {q(pid_file(out_prefix))}; "
@@ -173,10 +181,7 @@ def start_command(
     file); in its own session (setsid), so the ssh channel closing does not end it, and in its
     own process group, whose id `stop_command` reads."""
     q = shlex.quote
-    argv = levels_argv(guest, bench, served_name, levels, out_prefix)
-    key = key_from(guest.env_file)
-    env = " ".join(q(e) for e in ("HF_HUB_OFFLINE=1", *guest.env))
-    pin = f"taskset -c {q(guest.cpus)} " if guest.cpus else ""
+    key, env, run = launch(guest, bench, served_name, levels, out_prefix)
     rc, rc_tmp = q(rc_file(out_prefix)), q(rc_file(out_prefix) + ".tmp")
     pid, pid_tmp = q(pid_file(out_prefix)), q(pid_file(out_prefix) + ".tmp")
     # `timeout --foreground` stays in the sh's process group (plain `timeout` moves itself
@@ -186,8 +191,7 @@ def start_command(
     # a poll never reads it empty.
     inner = (
         f"echo $$ > {pid_tmp} && mv -f {pid_tmp} {pid}; "
-        f"timeout --foreground -k 15 {int(deadline_s)} {pin}"
-        + " ".join(q(a) for a in argv)
+        f"timeout --foreground -k 15 {int(deadline_s)} {run}"
         + f"; rc=$?; echo $rc > {rc_tmp} && mv -f {rc_tmp} {rc}; rm -f {pid}; "
         f'[ "$rc" = {DEADLINE_STATUS} ] && kill -KILL -$$ 2>/dev/null; true'
     )
